@@ -1,0 +1,203 @@
+package definition
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testBase = `apiVersion: trellis.dev/v1alpha1
+kind: ClusterDefinition
+abstract: true
+cloud: aws
+controlPlane:
+  machineType: m6i.large
+  image: ami-0123456789abcdef0
+instanceGroups:
+- name: general
+  machineType: m6i.large
+  image: ami-0123456789abcdef0
+  minSize: 1
+  maxSize: 3
+  zones: [us-east-1a]
+`
+
+const testCluster = `apiVersion: trellis.dev/v1alpha1
+kind: ClusterDefinition
+base: base.yaml
+name: demo
+region: us-east-1
+zones: [us-east-1a]
+kubernetesVersion: 1.36.1
+network:
+  vpcCIDR: 10.0.0.0/16
+  podCIDR: 100.96.0.0/11
+  serviceCIDR: 100.64.0.0/13
+  subnets:
+  - {zone: us-east-1a, private: 10.0.32.0/19, public: 10.0.0.0/22}
+`
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoadMergesBase(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"base.yaml": testBase,
+		"demo.yaml": testCluster + `instanceGroups:
+- name: general
+  maxSize: 9
+- name: batch
+  machineType: c6i.large
+  image: ami-0123456789abcdef0
+  minSize: 0
+  maxSize: 2
+  zones: [us-east-1a]
+`,
+	})
+	l, err := Load(filepath.Join(dir, "demo.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	var got []string
+	for _, ig := range l.InstanceGroups {
+		got = append(got, ig.Name+":"+ig.MachineType)
+	}
+	if diff := cmp.Diff([]string{"general:m6i.large", "batch:c6i.large"}, got); diff != "" {
+		t.Errorf("instance groups (-want +got):\n%s", diff)
+	}
+	if *l.InstanceGroups[0].MaxSize != 9 || *l.InstanceGroups[0].MinSize != 1 {
+		t.Errorf("general group: want min 1 (from base) max 9 (override), got %d/%d", *l.InstanceGroups[0].MinSize, *l.InstanceGroups[0].MaxSize)
+	}
+	if l.Abstract || l.Base != "base.yaml" {
+		t.Errorf("abstract/base: got %v/%q", l.Abstract, l.Base)
+	}
+	if l.ControlPlane.Etcd.QuotaBackendBytes != DefaultEtcdQuotaBackendBytes {
+		t.Errorf("etcd quota not defaulted: %d", l.ControlPlane.Etcd.QuotaBackendBytes)
+	}
+	if got, want := l.Source("instanceGroups[0].maxSize"), filepath.Join(dir, "demo.yaml")+":16:12"; got != want {
+		t.Errorf("source of override: got %s want %s", got, want)
+	}
+	if got, want := l.Source("instanceGroups[0].minSize"), filepath.Join(dir, "base.yaml")+":12:12"; got != want {
+		t.Errorf("source of inherited field: got %s want %s", got, want)
+	}
+}
+
+// TestLoadReportsEverythingAtOnce is the acceptance case: a typo'd field, an
+// out-of-VPC subnet and min > max in one file give one error naming all
+// three with file and line.
+func TestLoadReportsEverythingAtOnce(t *testing.T) {
+	bad := strings.Replace(testCluster, "public: 10.0.0.0/22", "public: 10.9.0.0/22", 1) + `instanceGroups:
+- name: general
+  minSize: 5
+  maxSize: 2
+  machinType: m6i.large
+`
+	dir := writeFiles(t, map[string]string{"base.yaml": testBase, "bad.yaml": bad})
+	file := filepath.Join(dir, "bad.yaml")
+	_, err := Load(file)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("want ErrInvalid, got %v", err)
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("want Errors, got %T", err)
+	}
+	want := []string{
+		file + ":13:55: network.subnets[0].public: Invalid value: \"10.9.0.0/22\": subnet is outside the VPC 10.0.0.0/16",
+		file + ":17:12: instanceGroups[0].maxSize: Invalid value: 2: must be at least minSize (5)",
+		file + ":18:3: instanceGroups[0].machinType: unknown field \"machinType\" (did you mean \"machineType\"?)",
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Error())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	cases := []struct {
+		name  string
+		patch func(string) string
+		want  string
+	}{
+		{"zone outside region", func(s string) string { return strings.Replace(s, "zones: [us-east-1a]", "zones: [us-east-1a, us-west-2a]", 1) },
+			`zones[1]: Invalid value: "us-west-2a": zone is outside region us-east-1`},
+		{"overlapping pod and vpc", func(s string) string { return strings.Replace(s, "100.96.0.0/11", "10.0.128.0/17", 1) },
+			`network.podCIDR: Invalid value: "10.0.128.0/17": overlaps network.vpcCIDR (10.0.0.0/16)`},
+		{"malformed version", func(s string) string { return strings.Replace(s, "1.36.1", "1.36", 1) },
+			`kubernetesVersion: Invalid value: "1.36": not a full semantic version`},
+		{"unsupported version", func(s string) string { return strings.Replace(s, "1.36.1", "1.30.2", 1) },
+			`kubernetesVersion: Invalid value: "1.30.2": unsupported`},
+		{"unknown addon", func(s string) string { return s + "addons:\n- name: istio\n" },
+			`addons[0].name: Not found: "istio"`},
+		{"group without zones", func(s string) string {
+			return s + "instanceGroups:\n- name: general\n  zones: []\n"
+		}, `instanceGroups[0].zones: Required value: a group needs at least one zone`},
+		{"duplicate group", func(s string) string {
+			return s + "instanceGroups:\n- name: extra\n  machineType: a\n  image: ami-0123456789abcdef0\n  minSize: 1\n  maxSize: 1\n  zones: [us-east-1a]\n- name: extra\n  machineType: a\n  image: ami-0123456789abcdef0\n  minSize: 1\n  maxSize: 1\n  zones: [us-east-1a]\n"
+		}, `instanceGroups[2].name: Duplicate value: "extra"`},
+		{"bad taint", func(s string) string {
+			return s + "instanceGroups:\n- name: general\n  taints: [gpu]\n"
+		}, `instanceGroups[0].taints[0]: Invalid value: "gpu"`},
+		{"wrong type", func(s string) string { return strings.Replace(s, "region: us-east-1", "region: [a]", 1) },
+			`region: expected a string, got a list`},
+		{"not an integer", func(s string) string {
+			return s + "instanceGroups:\n- name: general\n  minSize: lots\n"
+		}, `instanceGroups[0].minSize: expected an integer (32-bit), got "lots"`},
+		{"missing base", func(s string) string { return strings.Replace(s, "base.yaml", "nope.yaml", 1) },
+			`base: base "nope.yaml" not found`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"base.yaml": testBase, "c.yaml": tc.patch(testCluster)})
+			_, err := Load(filepath.Join(dir, "c.yaml"))
+			if err == nil {
+				t.Fatalf("want an error containing %q, got none", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want an error containing\n  %s\ngot\n  %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestShippedDefinitionsLoad(t *testing.T) {
+	files, err := filepath.Glob("../../clusters/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("want the shipped cluster definitions, got %v (%v)", files, err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestBaseCycle(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.yaml": "apiVersion: trellis.dev/v1alpha1\nkind: ClusterDefinition\nbase: b.yaml\n",
+		"b.yaml": "apiVersion: trellis.dev/v1alpha1\nkind: ClusterDefinition\nbase: a.yaml\n",
+	})
+	_, err := Load(filepath.Join(dir, "a.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("want a cycle error, got %v", err)
+	}
+}
