@@ -138,7 +138,9 @@ func TestValidationErrors(t *testing.T) {
 		patch func(string) string
 		want  string
 	}{
-		{"zone outside region", func(s string) string { return strings.Replace(s, "zones: [us-east-1a]", "zones: [us-east-1a, us-west-2a]", 1) },
+		{"zone outside region", func(s string) string {
+			return strings.Replace(s, "zones: [us-east-1a]", "zones: [us-east-1a, us-west-2a]", 1)
+		},
 			`zones[1]: Invalid value: "us-west-2a": zone is outside region us-east-1`},
 		{"overlapping pod and vpc", func(s string) string { return strings.Replace(s, "100.96.0.0/11", "10.0.128.0/17", 1) },
 			`network.podCIDR: Invalid value: "10.0.128.0/17": overlaps network.vpcCIDR (10.0.0.0/16)`},

@@ -20,17 +20,40 @@ var (
 	MaxKubernetesVersion = semver.MustParse("1.36.99")
 )
 
-// KnownAddons is the addon bundle's index: name -> versions it ships.
-// The addons package owns the bundle; this is the contract definitions are
-// checked against.
-var KnownAddons = map[string][]string{
-	"trellis-netd":         {"0.1.0"},
-	"trellis-cert-issuer":  {"0.1.0"},
-	"trellis-cert-agent":   {"0.1.0"},
-	"trellis-zk-registrar": {"0.1.0"},
-	"trellis-log-shipper":  {"0.1.0"},
-	"trellis-controller":   {"0.1.0"},
-	"zookeeper":            {"3.8.0"},
+// AddonInfo is what the addon bundle's index says of one addon.
+type AddonInfo struct {
+	Versions []string
+	// MinKubernetes and MaxKubernetes bound the Kubernetes minors it supports.
+	MinKubernetes semver.Version
+	MaxKubernetes semver.Version
+}
+
+// KnownAddons is the addon bundle's index. The addons package owns the
+// bundle; this is the contract definitions are checked against.
+var KnownAddons = map[string]AddonInfo{
+	"trellis-netd":         {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-cert-issuer":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-cert-agent":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-zk-registrar": {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-log-shipper":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-controller":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"zookeeper":            {Versions: []string{"3.8.0"}, MinKubernetes: semver.MustParse("1.30.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+}
+
+// CheckAddonRange reports the addons of d that do not support Kubernetes v.
+func CheckAddonRange(d *ClusterDefinition, p *field.Path, v semver.Version) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range d.Addons {
+		info, ok := KnownAddons[a.Name]
+		if !ok {
+			continue
+		}
+		if v.LT(info.MinKubernetes) || v.GT(info.MaxKubernetes) {
+			errs = append(errs, field.Invalid(p.Index(i).Child("name"), a.Name, fmt.Sprintf("addon %s supports Kubernetes %d.%d to %d.%d, not %s",
+				a.Name, info.MinKubernetes.Major, info.MinKubernetes.Minor, info.MaxKubernetes.Major, info.MaxKubernetes.Minor, v)))
+		}
+	}
+	return errs
 }
 
 var (
@@ -64,7 +87,11 @@ func Validate(d *ClusterDefinition) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("cloud"), d.Cloud, []string{string(CloudAWS), string(CloudKind)}))
 	}
-	errs = append(errs, validateVersion(field.NewPath("kubernetesVersion"), d.KubernetesVersion)...)
+	verrs := validateVersion(field.NewPath("kubernetesVersion"), d.KubernetesVersion)
+	errs = append(errs, verrs...)
+	if v, err := ParseKubernetesVersion(d.KubernetesVersion); err == nil && len(verrs) == 0 {
+		errs = append(errs, CheckAddonRange(d, field.NewPath("addons"), v)...)
+	}
 	errs = append(errs, validateNetwork(d)...)
 	errs = append(errs, validateControlPlane(d)...)
 	errs = append(errs, validateInstanceGroups(d)...)
@@ -386,7 +413,7 @@ func validateAddons(d *ClusterDefinition) field.ErrorList {
 	seen := map[string]bool{}
 	for i, a := range d.Addons {
 		p := field.NewPath("addons").Index(i)
-		versions, ok := KnownAddons[a.Name]
+		info, ok := KnownAddons[a.Name]
 		switch {
 		case a.Name == "":
 			errs = append(errs, field.Required(p.Child("name"), ""))
@@ -394,8 +421,8 @@ func validateAddons(d *ClusterDefinition) field.ErrorList {
 			errs = append(errs, field.NotFound(p.Child("name"), a.Name))
 		case seen[a.Name]:
 			errs = append(errs, field.Duplicate(p.Child("name"), a.Name))
-		case a.Version != "" && !contains(versions, a.Version):
-			errs = append(errs, field.NotSupported(p.Child("version"), a.Version, versions))
+		case a.Version != "" && !contains(info.Versions, a.Version):
+			errs = append(errs, field.NotSupported(p.Child("version"), a.Version, info.Versions))
 		}
 		seen[a.Name] = true
 	}

@@ -1,0 +1,167 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/kops/pkg/apis/kops"
+	"k8s.io/kops/pkg/apis/kops/registry"
+	"k8s.io/kops/pkg/apis/kops/validation"
+	"k8s.io/kops/pkg/assets"
+	"k8s.io/kops/pkg/client/simple"
+	"k8s.io/kops/upup/pkg/fi"
+	"k8s.io/kops/upup/pkg/fi/cloudup"
+	"k8s.io/kops/util/pkg/vfs"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
+)
+
+// Targets kops can apply to.
+const (
+	TargetDirect    = cloudup.TargetDirect
+	TargetDryRun    = cloudup.TargetDryRun
+	TargetTerraform = cloudup.TargetTerraform
+)
+
+// ErrClusterExists is returned by Create when the state store already holds
+// the cluster.
+var ErrClusterExists = errors.New("cluster already exists in the state store")
+
+// ErrClusterNotFound is returned when the state store does not hold the cluster.
+var ErrClusterNotFound = errors.New("cluster not found in the state store")
+
+// ApplyOptions say where a cluster's specs live and how to apply them.
+type ApplyOptions struct {
+	// StateStore is the kops state store URL (s3://, file://, memfs://).
+	StateStore string
+	// Yes applies; without it only a dry-run plan is computed.
+	Yes bool
+	// Target is direct (default) or terraform.
+	Target cloudup.Target
+	// OutDir receives terraform output.
+	OutDir string
+	// Out receives the plan and progress.
+	Out io.Writer
+	// Cloud overrides the cloud kops builds from the spec (the AWS fake).
+	Cloud fi.Cloud
+}
+
+func (o *ApplyOptions) target() cloudup.Target {
+	switch {
+	case o.Target == TargetTerraform:
+		return TargetTerraform
+	case !o.Yes:
+		return TargetDryRun
+	default:
+		return TargetDirect
+	}
+}
+
+// Plan is what an apply did or would do.
+type Plan struct {
+	// Changes reports whether the cloud differs from the spec (dry runs).
+	Changes bool
+	// Target is the kops target that ran.
+	Target cloudup.Target
+}
+
+// Prepared is a rendered, fully validated cluster ready to be written.
+type Prepared struct {
+	Spec      *render.Spec
+	Clientset simple.Clientset
+	Cloud     fi.Cloud
+}
+
+// Prepare renders a definition and validates it as far as kops can before
+// anything is written: kops's own validation, then the strict validation of
+// the populated spec that kops runs on create.
+func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*Prepared, error) {
+	spec, err := render.ToKops(def)
+	if err != nil {
+		return nil, err
+	}
+	if err := render.Validate(spec, false, nil); err != nil {
+		return nil, err
+	}
+	cs, err := statestore.Open(ctx, opts.StateStore)
+	if err != nil {
+		return nil, err
+	}
+	c := spec.Cluster
+	base, err := cs.ConfigBaseFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("failed to compute config base for %s: %w", c.Name, err)
+	}
+	c.Spec.ConfigStore.Base = base.Path()
+	// Trellis nodes are reached through SSM, not SSH keys.
+	c.Spec.SSHKeyName = new("")
+	cloud := opts.Cloud
+	if cloud == nil {
+		if cloud, err = cloudup.BuildCloud(c); err != nil {
+			return nil, fmt.Errorf("failed to build cloud for %s: %w", c.Name, err)
+		}
+	}
+	if err := cloudup.PerformAssignments(c, vfs.Context, cloud); err != nil {
+		return nil, fmt.Errorf("failed to populate %s: %w", c.Name, err)
+	}
+	ab := assets.NewAssetBuilder(vfs.Context, c.Spec.Assets, false)
+	full, err := cloudup.PopulateClusterSpec(ctx, cs, c, spec.InstanceGroups, cloud, ab)
+	if err != nil {
+		return nil, fmt.Errorf("kops rejected cluster %s: %w", c.Name, err)
+	}
+	if err := validation.DeepValidate(full, spec.InstanceGroups, true, vfs.Context, nil); err != nil {
+		return nil, fmt.Errorf("kops rejected cluster %s (strict): %w", c.Name, err)
+	}
+	return &Prepared{Spec: spec, Clientset: cs, Cloud: cloud}, nil
+}
+
+// Create validates a definition, writes its specs to the state store and
+// applies them through kops. A failure before anything reached the cloud
+// (validation, the write, a dry-run plan) leaves the state store as it was.
+// A failed real apply keeps the specs, so `upgrade` can finish it.
+func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*Plan, error) {
+	p, err := Prepare(ctx, def, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := p.Spec.Cluster
+	existing, err := getCluster(ctx, p.Clientset, c.Name)
+	if err != nil && !errors.Is(err, ErrClusterNotFound) {
+		return nil, err
+	}
+	if existing != nil {
+		return nil, fmt.Errorf("%s: %w (use `trellis cluster diff` or `upgrade`)", c.Name, ErrClusterExists)
+	}
+	if err := registry.CreateClusterConfig(ctx, p.Clientset, c, p.Spec.InstanceGroups, nil); err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to write %s to the state store: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+	}
+	plan, err := apply(ctx, p, opts)
+	if err != nil && plan.Target != TargetDirect {
+		return nil, errors.Join(err, rollback(ctx, p.Clientset, c))
+	}
+	return plan, err
+}
+
+// getCluster reads a cluster from the state store; ErrClusterNotFound when absent.
+func getCluster(ctx context.Context, cs simple.Clientset, name string) (*kops.Cluster, error) {
+	c, err := cs.GetCluster(ctx, name)
+	if apierrors.IsNotFound(err) || (err == nil && c == nil) {
+		return nil, fmt.Errorf("%s: %w", name, ErrClusterNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s from the state store: %w", name, err)
+	}
+	return c, nil
+}
+
+func rollback(ctx context.Context, cs simple.Clientset, c *kops.Cluster) error {
+	if err := cs.DeleteCluster(ctx, c); err != nil {
+		return fmt.Errorf("failed to remove %s from the state store after an error: %w", c.Name, err)
+	}
+	return nil
+}
