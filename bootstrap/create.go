@@ -49,6 +49,9 @@ type ApplyOptions struct {
 	Out io.Writer
 	// Cloud overrides the cloud kops builds from the spec (the AWS fake).
 	Cloud fi.Cloud
+	// SpecsOnly stores the specs without planning or applying them in the
+	// cloud (no credentials: a later diff or upgrade shows the plan).
+	SpecsOnly bool
 }
 
 func (o *ApplyOptions) target() cloudup.Target {
@@ -139,6 +142,9 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	}
 	if err := registry.CreateClusterConfig(ctx, p.Clientset, c, p.Spec.InstanceGroups, nil); err != nil {
 		return nil, errors.Join(fmt.Errorf("failed to write %s to the state store: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+	}
+	if opts.SpecsOnly {
+		return &Plan{}, nil
 	}
 	plan, err := apply(ctx, p, opts)
 	if err != nil && plan.Target != TargetDirect {

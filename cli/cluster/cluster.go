@@ -1,0 +1,132 @@
+// Package cluster holds `trellis cluster` and its subcommands.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/spf13/cobra"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+// ErrNotValid is returned when a cluster fails validation.
+var ErrNotValid = errors.New("cluster is not valid")
+
+// NewCommand returns `trellis cluster`.
+func NewCommand(s streams.Streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Render, create, diff, upgrade and validate clusters from their definitions",
+	}
+	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpgradeCommand(s), newValidateCommand(s))
+	return cmd
+}
+
+// stateFlags are the flags every state-store command takes.
+type stateFlags struct {
+	File    string
+	State   string
+	FakeAWS bool
+}
+
+func (f *stateFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
+	cmd.Flags().StringVar(&f.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
+	cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
+	_ = cmd.MarkFlagRequired("file")
+}
+
+func loadAWS(file string) (*definition.Loaded, error) {
+	l, err := definition.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	if l.Cloud != definition.CloudAWS {
+		return nil, fmt.Errorf("%s: cloud %q has no kops state store; use `trellis local up` for kind clusters", file, l.Cloud)
+	}
+	return l, nil
+}
+
+// applyOptions prepares kops and the cloud for a definition. With --fake-aws
+// the cloud is kops's fake; otherwise it is AWS, reached with the SDK's
+// default credential chain.
+//
+// Without credentials nothing is sent to AWS: with specsOnly the cloud step
+// is skipped (the definition is still validated, against the fake), otherwise
+// it is an error.
+func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams, specsOnly bool) (bootstrap.ApplyOptions, error) {
+	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out}
+	if err := (bootstrap.Env{OfflineAssets: f.FakeAWS}).Setup(); err != nil {
+		return opts, err
+	}
+	if !f.FakeAWS {
+		ok, why := haveAWSCredentials(ctx)
+		if ok {
+			return opts, nil
+		}
+		if !specsOnly {
+			return opts, fmt.Errorf("%s: this command needs AWS (or --fake-aws for kops's offline fake)", why)
+		}
+		fmt.Fprintf(s.Err, "Note: %s; storing specs without a cloud plan.\n", why)
+		opts.SpecsOnly = true
+	}
+	cloud, err := installFake(def)
+	if err != nil {
+		return opts, err
+	}
+	opts.Cloud = cloud
+	return opts, nil
+}
+
+func installFake(def *definition.ClusterDefinition) (*fakeaws.Cloud, error) {
+	images := []string{def.ControlPlane.Image}
+	for _, ig := range def.InstanceGroups {
+		images = append(images, ig.Image)
+	}
+	return fakeaws.Install(def.Region, def.Zones, images)
+}
+
+// haveAWSCredentials reports whether the SDK's default chain yields
+// credentials, within a short bound (offline, the instance-metadata lookup
+// would otherwise hang).
+func haveAWSCredentials(ctx context.Context) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var optFns []func(*config.LoadOptions) error
+	if !onEC2() {
+		// Only an EC2 instance has an instance-metadata service to ask.
+		optFns = append(optFns, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	if err != nil {
+		return false, err.Error()
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return false, "no AWS credentials found"
+	}
+	return true, ""
+}
+
+// onEC2 reports whether this machine is an EC2 instance, from what the
+// hypervisor tells the kernel (no network request).
+func onEC2() bool {
+	for _, f := range []string{"/sys/class/dmi/id/board_vendor", "/sys/class/dmi/id/sys_vendor"} {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "Amazon EC2") {
+			return true
+		}
+	}
+	if b, err := os.ReadFile("/sys/hypervisor/uuid"); err == nil && strings.HasPrefix(strings.ToLower(string(b)), "ec2") {
+		return true
+	}
+	return false
+}

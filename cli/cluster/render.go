@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+type renderOptions struct {
+	File   string
+	OutDir string
+}
+
+func newRenderCommand(s streams.Streams) *cobra.Command {
+	o := &renderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render -f FILE [-o DIR]",
+		Short: "Print the kops Cluster and InstanceGroup specs of a definition (no side effects)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRender(o, s)
+		},
+	}
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
+	cmd.Flags().StringVarP(&o.OutDir, "output-dir", "o", "", "write <cluster>.kops.yaml into this directory instead of stdout")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func runRender(o *renderOptions, s streams.Streams) error {
+	l, err := loadAWS(o.File)
+	if err != nil {
+		return err
+	}
+	spec, err := render.ToKops(l.ClusterDefinition)
+	if err != nil {
+		return err
+	}
+	if err := render.Validate(spec, false, nil); err != nil {
+		return err
+	}
+	out, err := spec.YAML()
+	if err != nil {
+		return err
+	}
+	if o.OutDir == "" {
+		_, err := s.Out.Write(out)
+		return err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return fmt.Errorf("failed to create %s: %w", o.OutDir, err)
+	}
+	path := filepath.Join(o.OutDir, l.Name+".kops.yaml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return fmt.Errorf("failed to write %s: %w", path, err)
+	}
+	fmt.Fprintf(s.Out, "Wrote %s\n", path)
+	return nil
+}

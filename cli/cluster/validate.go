@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/health"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+type validateOptions struct {
+	File       string
+	Kubeconfig string
+	Output     string
+}
+
+func newValidateCommand(s streams.Streams) *cobra.Command {
+	o := &validateOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate --kubeconfig K -f FILE [-o json]",
+		Short: "Check a running cluster: nodes Ready per group, critical pods Ready, addons healthy",
+		Long:  "Exits 0 when the cluster is valid and 2 when it is not.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runValidate(cmd, o, s)
+		},
+	}
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "table or json")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func runValidate(cmd *cobra.Command, o *validateOptions, s streams.Streams) error {
+	if o.Output != "table" && o.Output != "json" {
+		return fmt.Errorf("unknown --output %q: use table or json", o.Output)
+	}
+	l, err := definition.Load(o.File)
+	if err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "trellis-validate"
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	r, err := health.Validate(cmd.Context(), c, l.ClusterDefinition)
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		r.Print(s.Out)
+	}
+	if !r.Valid {
+		return fmt.Errorf("%s: %w (%d failures)", l.Name, ErrNotValid, len(r.Failures))
+	}
+	return nil
+}

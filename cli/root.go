@@ -1,0 +1,65 @@
+// Package cli is the trellis command tree: cobra commands that parse flags
+// and call the libraries under bootstrap/ and friends.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trellis-dev/trellis/cli/cluster"
+	"github.com/trellis-dev/trellis/cli/internal/logs"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+// Streams are the command's standard streams.
+type Streams = streams.Streams
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitInvalid = 2
+)
+
+// NewCommand returns the root command.
+func NewCommand(s Streams) *cobra.Command {
+	var verbosity int
+	cmd := &cobra.Command{
+		Use:           "trellis",
+		Short:         "Bootstrap Kubernetes clusters with kops and wire the Trellis runtime into them",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return logs.Setup(verbosity, s.Err)
+		},
+	}
+	cmd.SetIn(s.In)
+	cmd.SetOut(s.Out)
+	cmd.SetErr(s.Err)
+	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
+	cmd.AddCommand(cluster.NewCommand(s))
+	return cmd
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(ctx context.Context, args []string, s Streams) int {
+	cmd := NewCommand(s)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	printError(s.Err, err)
+	if errors.Is(err, cluster.ErrNotValid) {
+		return ExitInvalid
+	}
+	return ExitFailed
+}
+
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "Error: %v\n", err)
+}
