@@ -117,7 +117,7 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 	if err != nil {
 		return nil, fmt.Errorf("kops rejected cluster %s: %w", c.Name, err)
 	}
-	if err := validation.DeepValidate(full, spec.InstanceGroups, true, vfs.Context, nil); err != nil {
+	if err := validation.DeepValidate(full, spec.InstanceGroups, true, vfs.Context, cloud); err != nil {
 		return nil, fmt.Errorf("kops rejected cluster %s (strict): %w", c.Name, err)
 	}
 	return &Prepared{Spec: spec, Clientset: cs, Cloud: cloud}, nil

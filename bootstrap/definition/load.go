@@ -73,7 +73,10 @@ func loadTree(path string, depth int) (*tree, []string, error) {
 	if b == nil || b.Value == "" {
 		return t, files, nil
 	}
-	basePath := filepath.Join(filepath.Dir(path), b.Value)
+	basePath := b.Value
+	if !filepath.IsAbs(basePath) {
+		basePath = filepath.Join(filepath.Dir(path), basePath)
+	}
 	bt, bfiles, err := loadTree(basePath, depth+1)
 	if err != nil {
 		var es Errors

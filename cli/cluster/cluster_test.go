@@ -1,0 +1,163 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trellis-dev/trellis/cli"
+)
+
+// noAWS makes sure no test reaches AWS, whatever the machine has configured.
+func noAWS(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("TRELLIS_CACHE", t.TempDir())
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Main(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func abs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestCreateRejectsBadDefinition is the acceptance case: a typo'd field, an
+// out-of-VPC subnet and min > max give one error listing all three with
+// file:line, and nothing is written to the state store.
+func TestCreateRejectsBadDefinition(t *testing.T) {
+	noAWS(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	body := `apiVersion: trellis.dev/v1alpha1
+kind: ClusterDefinition
+base: ` + abs(t, "../../clusters/base/aws.yaml") + `
+name: bad
+region: us-east-1
+zones: [us-east-1a]
+network:
+  vpcCIDR: 10.30.0.0/16
+  subnets:
+  - {zone: us-east-1a, private: 10.30.32.0/19, public: 10.99.0.0/22}
+instanceGroups:
+- name: general
+  machineType: m6i.large
+  image: ami-0a1b2c3d4e5f60718
+  minSize: 5
+  maxSize: 2
+  zones: [us-east-1a]
+  lables: {a: b}
+runtime:
+  logSink: {brokers: ["kafka:9092"]}
+`
+	if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	code, _, stderr := run(t, "cluster", "create", "-f", bad, "--state", "file://"+state)
+	if code != cli.ExitFailed {
+		t.Fatalf("exit code %d, want %d; stderr:\n%s", code, cli.ExitFailed, stderr)
+	}
+	for _, want := range []string{
+		bad + ":10:56: network.subnets[0].public: Invalid value: \"10.99.0.0/22\": subnet is outside the VPC 10.30.0.0/16",
+		bad + ":16:12: instanceGroups[0].maxSize: Invalid value: 2: must be at least minSize (5)",
+		bad + ":18:3: instanceGroups[0].lables: unknown field \"lables\" (did you mean \"labels\"?)",
+		"3 problem(s)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("state store was written (%v)", err)
+	}
+}
+
+func TestRenderPrintsKopsYAML(t *testing.T) {
+	noAWS(t)
+	code, out, stderr := run(t, "cluster", "render", "-f", "../../clusters/prod-us-east-1.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want, err := os.ReadFile("../../clusters/expected/prod-us-east-1.kops.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("render output differs from clusters/expected/prod-us-east-1.kops.yaml")
+	}
+}
+
+func TestCreateTwiceFails(t *testing.T) {
+	noAWS(t)
+	state := "file://" + filepath.Join(t.TempDir(), "state")
+	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/staging-us-west-2.yaml", "--state", state); code != 0 {
+		t.Fatalf("first create: %s", stderr)
+	}
+	code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/staging-us-west-2.yaml", "--state", state)
+	if code == 0 || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("second create: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func kopsBinary(t *testing.T) string {
+	t.Helper()
+	cache := os.Getenv("TRELLIS_TOOLS_CACHE")
+	if cache == "" {
+		home, _ := os.UserCacheDir()
+		cache = filepath.Join(home, "trellis")
+	}
+	matches, _ := filepath.Glob(filepath.Join(cache, "kops", "v*", "kops"))
+	if len(matches) == 0 {
+		t.Fatalf("kops CLI not built in %s: run `make tools`", cache)
+	}
+	return matches[len(matches)-1]
+}
+
+// TestIntegrationKopsCLIReadsStateStore checks that the real kops CLI, built
+// from the pinned module, reads back what `trellis cluster create` stored.
+func TestIntegrationKopsCLIReadsStateStore(t *testing.T) {
+	kops := kopsBinary(t)
+	noAWS(t)
+	state := "file://" + filepath.Join(t.TempDir(), "state")
+	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state); code != 0 {
+		t.Fatalf("create: %s", stderr)
+	}
+	name := "prod-us-east-1.k8s.trellis.example"
+	out, err := exec.Command(kops, "get", "cluster", "--state", state, "--name", name, "-o", "yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kops get cluster: %v\n%s", err, out)
+	}
+	for _, want := range []string{"name: " + name, "kubernetesVersion: v1.35.5", "ETCD_QUOTA_BACKEND_BYTES", "maxRequestsInflight: 1600"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kops get cluster lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.Command(kops, "get", "ig", "--state", state, "--name", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kops get ig: %v\n%s", err, out)
+	}
+	for _, ig := range []string{"control-plane-us-east-1a", "control-plane-us-east-1b", "control-plane-us-east-1c", "general", "highmem", "gpu-training"} {
+		if !strings.Contains(string(out), ig) {
+			t.Errorf("kops get ig lacks %s:\n%s", ig, out)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the real kops CLI from the pinned k8s.io/kops module into the cache,
+# once, so tests can check that it reads what Trellis writes. Prints its path.
+#
+#   KOPS_VERSION  kops release (default: the version pinned in go.mod)
+#   TRELLIS_CACHE cache root (default ~/.cache/trellis)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+KOPS_VERSION=${KOPS_VERSION:-$(awk '$1 == "k8s.io/kops" {print $2; exit}' "${root}/go.mod")}
+CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
+out="${CACHE}/kops/${KOPS_VERSION}/kops"
+
+if [[ -x "${out}" ]]; then
+  echo "${out}"
+  exit 0
+fi
+
+src="${CACHE}/src/kops-${KOPS_VERSION}"
+mkdir -p "${src}" "$(dirname "${out}")"
+cd "${src}"
+if [[ ! -f go.mod ]]; then
+  # A scratch module with Trellis's own module graph, so the CLI links the
+  # same versions the library does.
+  cp "${root}/go.mod" "${root}/go.sum" .
+  sed -i 's|^module .*|module trellis.local/kopsbuild|' go.mod
+fi
+echo "build-kops: building kops ${KOPS_VERSION} CLI" >&2
+CGO_ENABLED=0 go build -mod=mod -trimpath -o "${out}" k8s.io/kops/cmd/kops >&2
+echo "${out}"
