@@ -27,7 +27,9 @@ func TestIntegrationControlPlane(t *testing.T) {
 	}
 	// The apiserver comes back after a restart.
 	cp.StopAPIServer()
-	cp.StartAPIServer()
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package controlplane
 
 import (
 	"crypto/ecdsa"

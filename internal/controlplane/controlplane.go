@@ -1,0 +1,323 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// KubernetesVersion is the version `make tools` builds; the binaries live in
+// $TRELLIS_CACHE/k8s/<version> (default ~/.cache/trellis) unless
+// TRELLIS_K8S_BIN names another folder.
+const KubernetesVersion = "v1.36.3"
+
+const adminToken = "trellis-test-admin-token"
+
+// BinDir is where the Kubernetes and etcd binaries are.
+func BinDir() string {
+	if d := os.Getenv("TRELLIS_K8S_BIN"); d != "" {
+		return d
+	}
+	cache := os.Getenv("TRELLIS_CACHE")
+	if cache == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(d, "trellis")
+		}
+	}
+	return filepath.Join(cache, "k8s", KubernetesVersion)
+}
+
+// Options choose which components run beside etcd and the apiserver.
+type Options struct {
+	ControllerManager bool
+	Scheduler         bool
+	// APIServerFlags are extra kube-apiserver flags (--name=value).
+	APIServerFlags []string
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	Dir        string
+	EtcdURL    string
+	APIURL     string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+
+	pki       *pki
+	opts      Options
+	apiPort   int
+	etcd      *proc
+	apiserver *proc
+	cm, sched *proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+// Start runs a control plane with its files under dir. Call Stop when done.
+func Start(dir string, opts Options) (cp *ControlPlane, err error) {
+	bin := BinDir()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("kubernetes binary %s missing in %s: run `make tools`: %w", b, bin, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	p, err := newPKI(dir)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create PKI: %w", err)
+	}
+	cp = &ControlPlane{Dir: dir, pki: p, opts: opts}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	cp.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	if cp.etcd, err = cp.start("etcd", filepath.Join(bin, "etcd"),
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+cp.EtcdURL, "--advertise-client-urls="+cp.EtcdURL,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=default="+peer, "--unsafe-no-fsync=true",
+		"--log-level=warn"); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	cp.apiPort = ports[2]
+	cp.APIURL = fmt.Sprintf("https://127.0.0.1:%d", cp.apiPort)
+	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	if err := os.WriteFile(cp.Kubeconfig, cp.kubeconfig(), 0o600); err != nil {
+		return nil, err
+	}
+	cp.Config = &rest.Config{
+		Host:            cp.APIURL,
+		BearerToken:     adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: p.caPEM},
+		QPS:             200,
+		Burst:           400,
+	}
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, err
+	}
+	if err := cp.StartAPIServer(); err != nil {
+		return nil, err
+	}
+	if opts.ControllerManager {
+		if cp.cm, err = cp.start("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"),
+			"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[3]),
+			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caCert,
+			"--cluster-signing-cert-file="+p.caCert, "--cluster-signing-key-file="+p.caKey,
+			"--use-service-account-credentials=true", "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
+			"--kube-api-qps=200", "--kube-api-burst=400"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if cp.sched, err = cp.start("kube-scheduler", filepath.Join(bin, "kube-scheduler"),
+			"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[4])); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// StartAPIServer (re)starts kube-apiserver on its port and waits for /readyz.
+func (cp *ControlPlane) StartAPIServer() error {
+	p := cp.pki
+	args := []string{
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.apiPort),
+		"--etcd-servers=" + cp.EtcdURL,
+		"--tls-cert-file=" + p.servingCert, "--tls-private-key-file=" + p.servKey,
+		"--client-ca-file=" + p.caCert, "--token-auth-file=" + filepath.Join(cp.Dir, "tokens.csv"),
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p.saPub, "--service-account-signing-key-file=" + p.saKey,
+		"--service-cluster-ip-range=10.0.0.0/24", "--advertise-address=127.0.0.1",
+		"--disable-admission-plugins=ServiceAccount",
+	}
+	args = append(args, cp.opts.APIServerFlags...)
+	var err error
+	if cp.apiserver, err = cp.start("kube-apiserver", filepath.Join(BinDir(), "kube-apiserver"), args...); err != nil {
+		return err
+	}
+	return cp.waitReady(60 * time.Second)
+}
+
+// StopAPIServer stops kube-apiserver (for fault tests).
+func (cp *ControlPlane) StopAPIServer() {
+	cp.apiserver.stop()
+}
+
+func (cp *ControlPlane) waitReady(timeout time.Duration) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.pki.caPEM)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		select {
+		case <-cp.apiserver.done:
+			return fmt.Errorf("kube-apiserver exited during start:\n%s", tail(cp.apiserver.log, 30))
+		default:
+		}
+		req, _ := http.NewRequest(http.MethodGet, cp.APIURL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("kube-apiserver not ready after %s (%s):\n%s", timeout, last, tail(cp.apiserver.log, 30))
+}
+
+func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
+	log := filepath.Join(cp.Dir, name+".log")
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("failed to start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) stop() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Logs returns the tail of every component's log.
+func (cp *ControlPlane) Logs(lines int) string {
+	var b strings.Builder
+	for _, p := range []*proc{cp.sched, cp.cm, cp.apiserver, cp.etcd} {
+		if p != nil {
+			fmt.Fprintf(&b, "--- %s log (tail) ---\n%s\n", p.name, tail(p.log, lines))
+		}
+	}
+	return b.String()
+}
+
+// Stop stops the components in order: scheduler, controller-manager,
+// apiserver, then etcd (stopping apiserver and etcd at once can hang).
+func (cp *ControlPlane) Stop() {
+	for _, p := range []*proc{cp.sched, cp.cm, cp.apiserver, cp.etcd} {
+		p.stop()
+	}
+}
+
+// Kubectl runs the real kubectl against the control plane.
+func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(BinDir(), "kubectl"), append([]string{"--kubeconfig=" + cp.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (cp *ControlPlane) kubeconfig() []byte {
+	return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+`, cp.APIURL, cp.pki.caCert, adminToken)
+}
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("failed to find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
