@@ -120,7 +120,7 @@ func TestCreateTwiceFails(t *testing.T) {
 
 func kopsBinary(t *testing.T) string {
 	t.Helper()
-	cache := os.Getenv("TRELLIS_TOOLS_CACHE")
+	cache := os.Getenv("TRELLIS_CACHE")
 	if cache == "" {
 		home, _ := os.UserCacheDir()
 		cache = filepath.Join(home, "trellis")
