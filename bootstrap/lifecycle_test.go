@@ -200,4 +200,3 @@ func hasChange(cs []Change, path, old, new string) bool {
 	}
 	return false
 }
-
