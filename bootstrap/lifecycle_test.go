@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -199,4 +202,39 @@ func hasChange(cs []Change, path, old, new string) bool {
 		}
 	}
 	return false
+}
+
+// TestCreateTerraform writes Terraform for the cluster instead of applying it.
+func TestCreateTerraform(t *testing.T) {
+	setupKops(t)
+	ctx := context.Background()
+	def := loadDef(t, "../clusters/staging-us-west-2.yaml")
+	cloud := installFake(t, def)
+	out := t.TempDir()
+	var log bytes.Buffer
+	plan, err := Create(ctx, def, ApplyOptions{StateStore: "memfs://tf", Target: TargetTerraform, OutDir: out, Out: &log, Cloud: cloud})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if plan.Target != TargetTerraform {
+		t.Errorf("target %s", plan.Target)
+	}
+	tf, err := os.ReadFile(filepath.Join(out, "kubernetes.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`resource "aws_autoscaling_group" "general-staging-us-west-2-k8s-trellis-example"`,
+		`resource "aws_lb" "api-staging-us-west-2-k8s-trellis-example"`,
+		`\bcidr_block\s+= "10.20.0.0/16"`,
+		`\bcidr_block\s+= "10.20.64.0/19"`,
+	} {
+		if !regexp.MustCompile(want).Match(tf) {
+			t.Errorf("kubernetes.tf lacks %s", want)
+		}
+	}
+	// Terraform output touches no cloud resource.
+	if ids := cloud.ResourceIDs(); len(ids) > len(def.InstanceGroups)+1 {
+		t.Errorf("terraform target created cloud resources: %v", ids)
+	}
 }

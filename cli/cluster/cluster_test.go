@@ -3,13 +3,16 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/trellis-dev/trellis/bootstrap/health"
 	"github.com/trellis-dev/trellis/cli"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
 // noAWS makes sure no test reaches AWS, whatever the machine has configured.
@@ -159,5 +162,40 @@ func TestIntegrationKopsCLIReadsStateStore(t *testing.T) {
 		if !strings.Contains(string(out), ig) {
 			t.Errorf("kops get ig lacks %s:\n%s", ig, out)
 		}
+	}
+}
+
+func TestDiffAfterCreateWithFakeAWS(t *testing.T) {
+	noAWS(t)
+	state := "file://" + filepath.Join(t.TempDir(), "state")
+	def := "../../clusters/staging-us-west-2.yaml"
+	code, out, stderr := run(t, "cluster", "create", "-f", def, "--state", state, "--fake-aws")
+	if code != 0 || !strings.Contains(out, "Dry run: pass --yes") {
+		t.Fatalf("create: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(t, "cluster", "diff", "-f", def, "--state", state, "--fake-aws")
+	if code != 0 || !strings.Contains(out, "Spec: no changes.") {
+		t.Fatalf("diff: exit %d\n%s\n%s", code, out, stderr)
+	}
+	// Without credentials or --fake-aws, diff refuses instead of calling AWS.
+	code, _, stderr = run(t, "cluster", "diff", "-f", def, "--state", state)
+	if code == 0 || !strings.Contains(stderr, "no AWS credentials") {
+		t.Fatalf("diff without AWS: exit %d, %s", code, stderr)
+	}
+}
+
+func TestIntegrationValidateJSON(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{})
+	noAWS(t)
+	code, out, stderr := run(t, "cluster", "validate", "-f", "../../clusters/local.yaml", "--kubeconfig", cp.Kubeconfig, "-o", "json")
+	if code != cli.ExitInvalid {
+		t.Fatalf("exit %d, want %d (invalid): %s", code, cli.ExitInvalid, stderr)
+	}
+	var r health.Result
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if r.Valid || r.Cluster != "trellis-local" || len(r.Groups) != 2 || len(r.Failures) == 0 {
+		t.Errorf("unexpected result: %+v", r)
 	}
 }
