@@ -17,10 +17,6 @@ mkdir -p "${work}"
 
 echo "==> Rendering every cluster definition"
 for f in "${root}"/clusters/*.yaml; do
-  if grep -q '^cloud: kind' "$f"; then
-    echo "    $(basename "$f"): kind cluster (rendered by \`trellis local up\`, not yet built)"
-    continue
-  fi
   "${trellis}" cluster render -f "$f" -o "${work}/rendered" | sed 's/^/    /'
 done
 

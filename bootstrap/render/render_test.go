@@ -9,8 +9,8 @@ import (
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
 )
 
-// TestRenderClusters renders every AWS definition in clusters/ and compares
-// it with clusters/expected/<name>.kops.yaml.
+// TestRenderClusters renders every definition in clusters/ and compares it
+// with clusters/expected/<name>.kops.yaml (aws) or <name>.kind.yaml (kind).
 func TestRenderClusters(t *testing.T) {
 	files, err := filepath.Glob("../../clusters/*.yaml")
 	if err != nil {
@@ -24,7 +24,16 @@ func TestRenderClusters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Cloud != definition.CloudAWS {
+			if d.Cloud == definition.CloudKind {
+				kc, err := ToKind(d.ClusterDefinition, DefaultNodeImage, HostQuirks{CgroupV1: true, NoNegativeOOMScoreAdj: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := KindYAML(kc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden.Assert(t, filepath.Join("../../clusters/expected", name+".kind.yaml"), out)
 				return
 			}
 			rendered++

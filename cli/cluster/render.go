@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
@@ -20,31 +21,24 @@ func newRenderCommand(s streams.Streams) *cobra.Command {
 	o := &renderOptions{}
 	cmd := &cobra.Command{
 		Use:   "render -f FILE [-o DIR]",
-		Short: "Print the kops Cluster and InstanceGroup specs of a definition (no side effects)",
+		Short: "Print the kops specs (aws) or kind configuration (kind) of a definition; no side effects",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRender(o, s)
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
-	cmd.Flags().StringVarP(&o.OutDir, "output-dir", "o", "", "write <cluster>.kops.yaml into this directory instead of stdout")
+	cmd.Flags().StringVarP(&o.OutDir, "output-dir", "o", "", "write <cluster>.kops.yaml or <cluster>.kind.yaml into this directory instead of stdout")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
 func runRender(o *renderOptions, s streams.Streams) error {
-	l, err := loadAWS(o.File)
+	l, err := definition.Load(o.File)
 	if err != nil {
 		return err
 	}
-	spec, err := render.ToKops(l.ClusterDefinition)
-	if err != nil {
-		return err
-	}
-	if err := render.Validate(spec, false, nil); err != nil {
-		return err
-	}
-	out, err := spec.YAML()
+	out, suffix, err := renderDefinition(l.ClusterDefinition)
 	if err != nil {
 		return err
 	}
@@ -55,10 +49,32 @@ func runRender(o *renderOptions, s streams.Streams) error {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create %s: %w", o.OutDir, err)
 	}
-	path := filepath.Join(o.OutDir, l.Name+".kops.yaml")
+	path := filepath.Join(o.OutDir, l.Name+suffix)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		return fmt.Errorf("failed to write %s: %w", path, err)
 	}
 	fmt.Fprintf(s.Out, "Wrote %s\n", path)
 	return nil
+}
+
+// renderDefinition renders an AWS definition as kops YAML and a kind
+// definition as a kind configuration (for this host's quirks).
+func renderDefinition(d *definition.ClusterDefinition) ([]byte, string, error) {
+	if d.Cloud == definition.CloudKind {
+		kc, err := render.ToKind(d, render.DefaultNodeImage, render.DetectHostQuirks())
+		if err != nil {
+			return nil, "", err
+		}
+		out, err := render.KindYAML(kc)
+		return out, ".kind.yaml", err
+	}
+	spec, err := render.ToKops(d)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := render.Validate(spec, false, nil); err != nil {
+		return nil, "", err
+	}
+	out, err := spec.YAML()
+	return out, ".kops.yaml", err
 }

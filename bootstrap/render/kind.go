@@ -1,0 +1,140 @@
+package render
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+)
+
+// HostQuirks are properties of the machine a local cluster runs on that its
+// nodes must be configured around.
+type HostQuirks struct {
+	// CgroupV1: Kubernetes 1.35+ kubelets refuse cgroup v1 unless told
+	// failCgroupV1: false.
+	CgroupV1 bool
+	// NoNegativeOOMScoreAdj: the host forbids negative OOM score
+	// adjustments, so containerd must not set them (restrict_oom_score_adj).
+	NoNegativeOOMScoreAdj bool
+}
+
+// DefaultNodeImage is the kind node image `trellis local node-image` builds.
+const DefaultNodeImage = "trellis/kind-node:v1.36.3"
+
+// LabelInstanceGroup is the node label naming the instance group a node
+// belongs to (kops sets it on AWS; local nodes carry it too).
+const LabelInstanceGroup = "kops.k8s.io/instancegroup"
+
+// ToKind renders a kind definition as a kind cluster configuration: one
+// control-plane node, and for each instance group minSize worker nodes (at
+// least one) carrying the group's labels and taints; the default CNI off
+// (trellis-netd is the CNI); the definition's control-plane tuning applied
+// through kubeadm, as kops applies it on AWS.
+func ToKind(d *definition.ClusterDefinition, image string, q HostQuirks) (*kindv1alpha4.Cluster, error) {
+	if d.Cloud != definition.CloudKind {
+		return nil, fmt.Errorf("cluster %q runs on %q: only kind clusters render to a kind configuration", d.Name, d.Cloud)
+	}
+	c := &kindv1alpha4.Cluster{
+		TypeMeta: kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Name:     d.Name,
+		Networking: kindv1alpha4.Networking{
+			PodSubnet:         d.Network.PodCIDR,
+			ServiceSubnet:     d.Network.ServiceCIDR,
+			DisableDefaultCNI: true,
+		},
+	}
+	c.KubeadmConfigPatches = append(c.KubeadmConfigPatches, clusterConfigurationPatch(d), kubeletConfigurationPatch(q))
+	if q.NoNegativeOOMScoreAdj {
+		c.ContainerdConfigPatches = append(c.ContainerdConfigPatches,
+			"[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n")
+	}
+	c.Nodes = append(c.Nodes, kindv1alpha4.Node{
+		Role:   kindv1alpha4.ControlPlaneRole,
+		Image:  image,
+		Labels: map[string]string{LabelInstanceGroup: "control-plane"},
+	})
+	for _, ig := range d.InstanceGroups {
+		n := 1
+		if ig.MinSize != nil && *ig.MinSize > 1 {
+			n = int(*ig.MinSize)
+		}
+		labels := map[string]string{LabelInstanceGroup: ig.Name}
+		for k, v := range ig.Labels {
+			labels[k] = v
+		}
+		node := kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole, Image: image, Labels: labels}
+		if len(ig.Taints) > 0 {
+			node.KubeadmConfigPatches = []string{joinTaintsPatch(ig.Taints)}
+		}
+		for range n {
+			c.Nodes = append(c.Nodes, node)
+		}
+	}
+	return c, nil
+}
+
+// KindYAML serialises a kind configuration.
+func KindYAML(c *kindv1alpha4.Cluster) ([]byte, error) {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("failed to serialise kind config %s: %w", c.Name, err)
+	}
+	return b, nil
+}
+
+func clusterConfigurationPatch(d *definition.ClusterDefinition) string {
+	cp := d.ControlPlane
+	var b strings.Builder
+	b.WriteString("kind: ClusterConfiguration\napiServer:\n  extraArgs:\n")
+	arg(&b, "max-requests-inflight", strconv.Itoa(int(cp.APIServer.MaxRequestsInflight)))
+	arg(&b, "max-mutating-requests-inflight", strconv.Itoa(int(cp.APIServer.MaxMutatingRequestsInflight)))
+	if len(cp.APIServer.WatchCacheSizes) > 0 {
+		arg(&b, "watch-cache-sizes", strings.Join(cp.APIServer.WatchCacheSizes, ","))
+	}
+	b.WriteString("controllerManager:\n  extraArgs:\n")
+	arg(&b, "kube-api-qps", strconv.Itoa(int(cp.ControllerManager.QPS)))
+	arg(&b, "kube-api-burst", strconv.Itoa(int(cp.ControllerManager.Burst)))
+	b.WriteString("etcd:\n  local:\n    extraArgs:\n")
+	etcd := map[string]string{
+		"quota-backend-bytes":       strconv.FormatInt(cp.Etcd.QuotaBackendBytes, 10),
+		"auto-compaction-mode":      cp.Etcd.AutoCompactionMode,
+		"auto-compaction-retention": cp.Etcd.AutoCompactionRetention,
+	}
+	keys := make([]string, 0, len(etcd))
+	for k := range etcd {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "    - name: %s\n      value: %q\n", k, etcd[k])
+	}
+	return b.String()
+}
+
+func arg(b *strings.Builder, name, value string) {
+	fmt.Fprintf(b, "  - name: %s\n    value: %q\n", name, value)
+}
+
+func kubeletConfigurationPatch(q HostQuirks) string {
+	s := "kind: KubeletConfiguration\nserializeImagePulls: false\n"
+	if q.CgroupV1 {
+		s += "failCgroupV1: false\n"
+	}
+	return s
+}
+
+func joinTaintsPatch(taints []string) string {
+	var b strings.Builder
+	b.WriteString("kind: JoinConfiguration\nnodeRegistration:\n  taints:\n")
+	for _, t := range taints {
+		key, effect, _ := strings.Cut(t, ":")
+		key, value, _ := strings.Cut(key, "=")
+		fmt.Fprintf(&b, "  - key: %s\n    value: %q\n    effect: %s\n", key, value, effect)
+	}
+	return b.String()
+}
