@@ -48,14 +48,22 @@ bench: ## Run benchmarks and print their numbers
 fuzz: ## Fuzz the cluster-definition decoder for 60s
 	$(GO) test -run '^$$' -fuzz FuzzLoadBytes -fuzztime 60s ./bootstrap/definition/
 
+CONTROLLER_GEN := $(BIN)/controller-gen
+
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
 .PHONY: generate
-generate: ## Regenerate checked-in outputs (golden files under clusters/expected)
-	UPDATE=1 $(GO) test ./bootstrap/render/ ./cli/...
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and golden files
+	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
+	UPDATE=1 $(GO) test ./bootstrap/render/ ./controller/...
 
 .PHONY: verify
-verify: ## Fail on unformatted code, vet findings, stale golden files or an untidy go.mod
+verify: $(CONTROLLER_GEN) ## Fail on unformatted code, vet findings, stale generated or golden files, an untidy go.mod
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
+	@git diff --exit-code -- api config/crd || { echo "generated files are stale: run make generate"; exit 1; }
 	$(GO) test ./bootstrap/render/
 	$(GO) mod tidy -diff
 
