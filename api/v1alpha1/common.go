@@ -88,3 +88,4 @@ type CommonStatus struct {
 	// +optional
 	RuntimeProfile string `json:"runtimeProfile,omitempty"`
 }
+
