@@ -88,4 +88,3 @@ type CommonStatus struct {
 	// +optional
 	RuntimeProfile string `json:"runtimeProfile,omitempty"`
 }
-
