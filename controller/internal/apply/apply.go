@@ -1,0 +1,136 @@
+// Package apply writes owned objects with as few API calls as it can: a
+// create for a new object, nothing when the live object already matches, and
+// a server-side apply (one field manager, forced) to repair drift. Objects
+// with the same name that the owner does not control are left alone.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldManager is the server-side-apply field manager of the controller.
+const FieldManager = "trellis-controller"
+
+// ErrNotOwned is wrapped when an object with the desired name exists but is
+// not controlled by the owner: it is reported, never overwritten.
+var ErrNotOwned = errors.New("exists and is not owned by this workload")
+
+// Result says what Ensure did.
+type Result string
+
+const (
+	Created   Result = "created"
+	Unchanged Result = "unchanged"
+	Repaired  Result = "repaired"
+)
+
+// Ensure makes the live object match desired. reader is the informer cache;
+// writes go through c.
+func Ensure(ctx context.Context, c client.Client, reader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
+	live := desired.DeepCopyObject().(client.Object)
+	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) {
+		if err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// Not in our cache (it only holds what we manage): someone
+				// else's object.
+				return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
+			}
+			return "", fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
+		}
+		return Created, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	if !metav1.IsControlledBy(live, owner) {
+		return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
+	}
+	if UpToDate(desired, live) {
+		return Unchanged, nil
+	}
+	u, err := toApplyUnstructured(desired)
+	if err != nil {
+		return "", err
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return "", fmt.Errorf("failed to apply %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	return Repaired, nil
+}
+
+// UpToDate reports whether live already carries everything desired sets.
+// Fields desired leaves empty (apiserver defaults, a Service's clusterIP)
+// are ignored.
+func UpToDate(desired, live client.Object) bool {
+	if !subset(desired.GetLabels(), live.GetLabels()) || !subset(desired.GetAnnotations(), live.GetAnnotations()) {
+		return false
+	}
+	d := equality.Semantic.DeepDerivative
+	switch want := desired.(type) {
+	case *appsv1.Deployment:
+		return d(want.Spec, live.(*appsv1.Deployment).Spec)
+	case *appsv1.StatefulSet:
+		return d(want.Spec, live.(*appsv1.StatefulSet).Spec)
+	case *appsv1.DaemonSet:
+		return d(want.Spec, live.(*appsv1.DaemonSet).Spec)
+	case *corev1.Service:
+		return d(want.Spec, live.(*corev1.Service).Spec)
+	case *corev1.ConfigMap:
+		return equality.Semantic.DeepEqual(want.Data, live.(*corev1.ConfigMap).Data)
+	case *policyv1.PodDisruptionBudget:
+		return d(want.Spec, live.(*policyv1.PodDisruptionBudget).Spec)
+	case *networkingv1.Ingress:
+		return d(want.Spec, live.(*networkingv1.Ingress).Spec)
+	case *batchv1.Job:
+		return d(want.Spec, live.(*batchv1.Job).Spec)
+	case *batchv1.CronJob:
+		return d(want.Spec, live.(*batchv1.CronJob).Spec)
+	}
+	return false
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// toApplyUnstructured drops what an apply request must not carry: status and
+// the zero creation timestamp typed objects serialise.
+func toApplyUnstructured(o client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, fmt.Errorf("failed to convert %s: %w", o.GetName(), err)
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+		delete(md, "resourceVersion")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func kindOf(o client.Object) string {
+	if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	return fmt.Sprintf("%T", o)
+}

@@ -1,0 +1,170 @@
+package controller
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/trellisservice"
+)
+
+// Config is the controller's configuration; zero values take defaults in New.
+type Config struct {
+	// QPS and Burst limit the controller's client (default 50 / 100).
+	QPS   float32
+	Burst int
+	// UserAgent identifies the controller to the apiserver (metrics by client).
+	UserAgent string
+	// MetricsAddr and ProbeAddr serve /metrics and /healthz, /readyz ("0" disables).
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElection with LeaderElectionNamespace (default trellis-system).
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// Workers per kind (default 4).
+	Workers int
+	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
+	BaseDelay, MaxDelay time.Duration
+	// SkipNameValidation lets one process build several managers (tests
+	// restart the controller in-process).
+	SkipNameValidation bool
+}
+
+func (c *Config) defaults() {
+	if c.QPS == 0 {
+		c.QPS = 50
+	}
+	if c.Burst == 0 {
+		c.Burst = 100
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "trellis-controller"
+	}
+	if c.LeaderElectionNamespace == "" {
+		c.LeaderElectionNamespace = inject.ProfileNamespace
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.BaseDelay == 0 {
+		c.BaseDelay = 5 * time.Millisecond
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = 5 * time.Minute
+	}
+}
+
+// Scheme has the built-in kinds and the Trellis workload kinds.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// New builds the manager with every reconciler registered. The cache holds
+// only what Trellis manages (label app.kubernetes.io/managed-by=trellis) plus
+// the runtime profile, so memory stays proportional to Trellis's own objects.
+func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
+	cfg.defaults()
+	rc := rest.CopyConfig(restCfg)
+	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
+	managed := labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, o := range trellisservice.OwnedTypes() {
+		byObject[o] = cache.ByObject{Label: managed}
+	}
+	// The profile ConfigMap is read through the same ConfigMap informer.
+	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: managed}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: orDefault(cfg.MetricsAddr, "0")},
+		HealthProbeBindAddress:  orDefault(cfg.ProbeAddr, "0"),
+		LeaderElection:          cfg.LeaderElection,
+		LeaderElectionID:        "trellis-controller",
+		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
+		Cache:                   cache.Options{ByObject: byObject},
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	r := &trellisservice.Reconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetCache(),
+		Events:   mgr.GetEventRecorder("trellis-controller"),
+		Profiles: CachedProfile{Reader: mgr.GetCache()},
+	}
+	b := builder.ControllerManagedBy(mgr).
+		For(&v1alpha1.TrellisService{}).
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
+		Named("trellisservice")
+	for _, o := range trellisservice.OwnedTypes() {
+		b = b.Owns(o)
+	}
+	if err := b.Complete(r); err != nil {
+		return nil, fmt.Errorf("failed to register TrellisService controller: %w", err)
+	}
+	return mgr, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// RateLimiter is the per-item exponential backoff with jitter (so a burst of
+// failing items does not retry in lockstep) under an overall token bucket.
+func RateLimiter(base, max time.Duration) workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		&jitter[reconcile.Request]{workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, max)},
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+}
+
+// jitter adds up to 20% to a rate limiter's delays.
+type jitter[T comparable] struct {
+	workqueue.TypedRateLimiter[T]
+}
+
+func (j *jitter[T]) When(item T) time.Duration {
+	d := j.TypedRateLimiter.When(item)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}

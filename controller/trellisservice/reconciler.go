@@ -1,0 +1,154 @@
+package trellisservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/internal/apply"
+)
+
+// ProfileSource yields the runtime profile.
+type ProfileSource interface {
+	Get(ctx context.Context) (*inject.Profile, error)
+}
+
+// Reconciler turns a TrellisService into its native objects and reports
+// their state. It reads only from the informer cache.
+type Reconciler struct {
+	Client   ctrl.Client
+	Reader   ctrl.Reader
+	Events   events.EventRecorder
+	Profiles ProfileSource
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Event reasons.
+const (
+	ReasonInvalidSpec = "InvalidSpec"
+	ReasonConflict    = "Conflict"
+	ReasonApplied     = "Applied"
+	ReasonAvailable   = "Available"
+	ReasonRollingOut  = "RollingOut"
+)
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	ts := &v1alpha1.TrellisService{}
+	if err := r.Reader.Get(ctx, req.NamespacedName, ts); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if !ts.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil // owner references cascade the deletion
+	}
+	profile, err := r.Profiles.Get(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	status := ts.Status.DeepCopy()
+	status.ObservedGeneration = ts.Generation
+	status.RuntimeProfile = profile.Revision
+
+	objs, err := Translate(ts, profile)
+	if err != nil {
+		// Terminal: the spec itself is wrong. Say so on the object.
+		r.Events.Eventf(ts, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Translate", err.Error())
+		setConditions(status, metav1.ConditionFalse, ReasonInvalidSpec, err.Error(), true)
+		return reconcile.Result{}, r.writeStatus(ctx, ts, status)
+	}
+	var conflicts []string
+	for _, o := range objs {
+		res, err := apply.Ensure(ctx, r.Client, r.Reader, ts, o)
+		if errors.Is(err, apply.ErrNotOwned) {
+			conflicts = append(conflicts, err.Error())
+			continue
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if res != apply.Unchanged {
+			logger.V(1).Info("ensured object", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName(), "result", res)
+		}
+	}
+	if len(conflicts) > 0 {
+		msg := fmt.Sprintf("left alone: %v", conflicts)
+		r.Events.Eventf(ts, nil, corev1.EventTypeWarning, ReasonConflict, "Apply", msg)
+		setConditions(status, metav1.ConditionFalse, ReasonConflict, msg, true)
+		return reconcile.Result{}, r.writeStatus(ctx, ts, status)
+	}
+
+	dep := &appsv1.Deployment{}
+	if err := r.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ts.Namespace, Name: ts.Name}, dep); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	status.Replicas = dep.Status.Replicas
+	status.ReadyReplicas = dep.Status.ReadyReplicas
+	status.UpdatedReplicas = dep.Status.UpdatedReplicas
+	want := int32(1)
+	if ts.Spec.Replicas != nil {
+		want = *ts.Spec.Replicas
+	}
+	rolledOut := dep.Generation > 0 && dep.Status.ObservedGeneration >= dep.Generation &&
+		dep.Status.UpdatedReplicas >= want && dep.Status.AvailableReplicas >= want && dep.Status.Replicas == want
+	if rolledOut {
+		setConditions(status, metav1.ConditionTrue, ReasonAvailable, fmt.Sprintf("%d/%d replicas available", dep.Status.AvailableReplicas, want), false)
+	} else {
+		setConditions(status, metav1.ConditionFalse, ReasonRollingOut, fmt.Sprintf("%d/%d replicas available, %d updated", dep.Status.AvailableReplicas, want, dep.Status.UpdatedReplicas), false)
+	}
+	return reconcile.Result{}, r.writeStatus(ctx, ts, status)
+}
+
+// setConditions sets Ready, Progressing and Degraded consistently.
+func setConditions(s *v1alpha1.TrellisServiceStatus, ready metav1.ConditionStatus, reason, msg string, degraded bool) {
+	gen := s.ObservedGeneration
+	set := func(t string, st metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	set(v1alpha1.ConditionReady, ready, reason, msg)
+	switch {
+	case degraded:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+	case ready == metav1.ConditionTrue:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, reason, "")
+		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, reason, msg)
+	default:
+		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, reason, "")
+		set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, reason, msg)
+	}
+}
+
+// writeStatus writes the status subresource only when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, ts *v1alpha1.TrellisService, status *v1alpha1.TrellisServiceStatus) error {
+	if equality.Semantic.DeepEqual(&ts.Status, status) {
+		return nil
+	}
+	next := ts.DeepCopy()
+	next.Status = *status
+	if err := r.Client.Status().Update(ctx, next); err != nil {
+		return fmt.Errorf("failed to update status of %s/%s: %w", ts.Namespace, ts.Name, err)
+	}
+	return nil
+}
+
+// OwnedTypes are the native kinds a TrellisService owns.
+func OwnedTypes() []ctrl.Object {
+	return []ctrl.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &corev1.ConfigMap{}, &networkingv1.Ingress{}}
+}
