@@ -232,3 +232,29 @@ func TestIntegrationConflictsAndPolicy(t *testing.T) {
 		t.Errorf("a Deployment was created for an invalid spec (%v)", err)
 	}
 }
+
+// TestIntegrationSamples applies config/samples with kubectl while the
+// controller runs, and checks the native objects and the printer columns.
+func TestIntegrationSamples(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	if out, err := e.cp.Kubectl(ctx, "apply", "-f", "../config/samples/"); err != nil {
+		t.Fatalf("kubectl apply samples: %v\n%s", err, out)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello"}}
+	e.eventually("the sample's Deployment", 30*time.Second, e.exists(dep))
+	if got := dep.Spec.Template.Annotations[inject.AnnotationProfile]; got != "2026-11-22" {
+		t.Errorf("pods run with profile %q, want the sample profile 2026-11-22", got)
+	}
+	e.eventually("printer columns", 40*time.Second, func(ctx context.Context) (bool, error) {
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := e.cp.Kubectl(kctx, "get", "trellisservices", "-n", "default")
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, out)
+		}
+		fields := strings.Fields(out)
+		// NAME REPLICAS READY STATUS AGE / hello 2 0 RollingOut ...
+		return len(fields) >= 9 && fields[1] == "REPLICAS" && fields[5] == "hello" && fields[6] == "2" && fields[7] == "0" && fields[8] == "RollingOut", fmt.Errorf("%q", out)
+	})
+}

@@ -49,9 +49,9 @@ type Ingress struct {
 type TrellisServiceStatus struct {
 	CommonStatus `json:",inline"`
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"`
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
 }

@@ -1,0 +1,46 @@
+// Command trellis-controller reconciles the Trellis workload kinds into
+// native resources and injects the platform runtime.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trellis-dev/trellis/controller"
+)
+
+func main() {
+	var cfg controller.Config
+	var qps float64
+	flag.Float64Var(&qps, "kube-api-qps", 50, "client QPS against the apiserver")
+	flag.IntVar(&cfg.Burst, "kube-api-burst", 100, "client burst against the apiserver")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 disables)")
+	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&cfg.LeaderElection, "leader-elect", true, "elect a leader so only one replica reconciles")
+	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "trellis-system", "namespace of the leader-election lease")
+	flag.IntVar(&cfg.Workers, "workers", 4, "concurrent reconciles per kind")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	cfg.QPS = float32(qps)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-controller: %v\n", err)
+		os.Exit(1)
+	}
+	mgr, err := controller.New(restCfg, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-controller: %v\n", err)
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-controller: %v\n", err)
+		os.Exit(1)
+	}
+}
