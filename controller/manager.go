@@ -45,6 +45,9 @@ type Config struct {
 	Workers int
 	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
 	BaseDelay, MaxDelay time.Duration
+	// SyncPeriod re-delivers every cached object to the reconcilers this
+	// often (from the cache: it costs no API call). Default 10h.
+	SyncPeriod time.Duration
 	// SkipNameValidation lets one process build several managers (tests
 	// restart the controller in-process).
 	SkipNameValidation bool
@@ -107,7 +110,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		LeaderElection:          cfg.LeaderElection,
 		LeaderElectionID:        "trellis-controller",
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
-		Cache:                   cache.Options{ByObject: byObject},
+		Cache:                   cache.Options{ByObject: byObject, SyncPeriod: syncPeriod(cfg.SyncPeriod)},
 		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: false}},
 	})
 	if err != nil {
@@ -141,6 +144,13 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		return nil, fmt.Errorf("failed to register TrellisService controller: %w", err)
 	}
 	return mgr, nil
+}
+
+func syncPeriod(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 func orDefault(s, d string) string {

@@ -2,6 +2,7 @@ package trellisservice
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -140,9 +142,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, ts *v1alpha1.TrellisServic
 	if equality.Semantic.DeepEqual(&ts.Status, status) {
 		return nil
 	}
-	next := ts.DeepCopy()
-	next.Status = *status
-	if err := r.Client.Status().Update(ctx, next); err != nil {
+	// The whole status as a merge patch of the status subresource: no
+	// resourceVersion, so a cache a moment behind does not turn into a
+	// conflict and a retry, and zero counts are written too.
+	body, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Patch(ctx, ts.DeepCopy(), ctrl.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("failed to update status of %s/%s: %w", ts.Namespace, ts.Name, err)
 	}
 	return nil

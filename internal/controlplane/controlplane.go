@@ -45,6 +45,9 @@ type Options struct {
 	Scheduler         bool
 	// APIServerFlags are extra kube-apiserver flags (--name=value).
 	APIServerFlags []string
+	// AuditLog records every request's metadata (verb, resource, user
+	// agent) in Dir/audit.log, so API cost can be counted per client.
+	AuditLog bool
 }
 
 // ControlPlane is a running control plane.
@@ -163,6 +166,14 @@ func (cp *ControlPlane) StartAPIServer() error {
 		"--service-cluster-ip-range=10.0.0.0/24", "--advertise-address=127.0.0.1",
 		"--disable-admission-plugins=ServiceAccount",
 	}
+	if cp.opts.AuditLog {
+		policy := filepath.Join(cp.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return err
+		}
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(),
+			"--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
+	}
 	args = append(args, cp.opts.APIServerFlags...)
 	var err error
 	if cp.apiserver, err = cp.start("kube-apiserver", filepath.Join(BinDir(), "kube-apiserver"), args...); err != nil {
@@ -170,6 +181,18 @@ func (cp *ControlPlane) StartAPIServer() error {
 	}
 	return cp.waitReady(60 * time.Second)
 }
+
+// auditPolicy logs request metadata once per request, when the response
+// completes (or starts, for watches).
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
+
+// AuditLogPath is where the audit log is written when Options.AuditLog is set.
+func (cp *ControlPlane) AuditLogPath() string { return filepath.Join(cp.Dir, "audit.log") }
 
 // StopAPIServer stops kube-apiserver (for fault tests).
 func (cp *ControlPlane) StopAPIServer() {

@@ -1,0 +1,297 @@
+// Command controller measures the workload controller on a real control
+// plane (etcd, kube-apiserver, kube-controller-manager from `make tools`):
+//
+//  1. native: N Deployments created at once, until kube-controller-manager
+//     has made every ReplicaSet;
+//  2. trellis: N TrellisServices created at once, until every owned object
+//     exists and every status reports Ready or Progressing;
+//  3. resync: every object re-delivered from the cache, nothing changed.
+//
+// API cost is counted from the apiserver's audit log by user agent. It prints
+// the numbers and the Trellis/native time ratio (goal: at most 1.5).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller"
+	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/testutil/gen"
+)
+
+const (
+	controllerUA = "trellis-controller"
+	loaderUA     = "trellis-bench-loader"
+)
+
+func main() {
+	n := flag.Int("n", 1000, "objects per phase")
+	workers := flag.Int("workers", 8, "controller workers")
+	dir := flag.String("dir", "", "work directory (default: a temp dir, removed)")
+	flag.Parse()
+	if err := run(*n, *workers, *dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, workers int, dir string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if dir == "" {
+		d, err := os.MkdirTemp("", "trellis-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	cp, err := controlplane.Start(dir, controlplane.Options{ControllerManager: true, AuditLog: true})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "config/crd/"); err != nil {
+		return fmt.Errorf("install CRDs: %v: %s", err, out)
+	}
+	if out, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
+		return fmt.Errorf("CRDs: %v: %s", err, out)
+	}
+	loaderCfg := rest.CopyConfig(cp.Config)
+	loaderCfg.UserAgent, loaderCfg.QPS, loaderCfg.Burst = loaderUA, 1000, 2000
+	c, err := client.New(loaderCfg, client.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"trellis-system", "native", "trellis"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	// A watcher with its own cache tells when each phase is done.
+	w, err := cache.New(loaderCfg, cache.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		return err
+	}
+	go func() { _ = w.Start(ctx) }()
+	counts := map[string]*atomic.Int64{}
+	for _, kind := range []string{"rs-native", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
+		counts[kind] = &atomic.Int64{}
+	}
+	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &corev1.Service{}, "trellis", counts["svc-trellis"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &policyv1.PodDisruptionBudget{}, "trellis", counts["pdb-trellis"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &v1alpha1.TrellisService{}, "trellis", counts["status-trellis"], func(o any) bool {
+		ts := o.(*v1alpha1.TrellisService)
+		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
+			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionProgressing)
+	}); err != nil {
+		return err
+	}
+	w.WaitForCacheSync(ctx)
+
+	ctrl.SetLogger(logr.Discard())
+	// The controller runs from the start, so its watches are warm for both
+	// phases, like a controller in a live cluster.
+	mgr, err := controller.New(cp.Config, controller.Config{UserAgent: controllerUA, QPS: 200, Burst: 400, Workers: workers, SyncPeriod: 45 * time.Second})
+	if err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	mgr.GetCache().WaitForCacheSync(ctx)
+
+	fmt.Printf("objects per phase: %d, controller workers: %d, control plane: %s on %s\n", n, workers, controlplane.KubernetesVersion, "2 cores")
+
+	// Phase 1: native.
+	start := time.Now()
+	if err := createAll(ctx, n, func(i int) client.Object { return nativeDeployment(i) }, c); err != nil {
+		return err
+	}
+	created := time.Since(start)
+	if err := waitFor(ctx, func() bool { return counts["rs-native"].Load() >= int64(n) }); err != nil {
+		return err
+	}
+	native := time.Since(start)
+	fmt.Printf("native:  %d Deployments -> ReplicaSets by kube-controller-manager: %.2fs (creates took %.2fs)\n", n, native.Seconds(), created.Seconds())
+	time.Sleep(2 * time.Second)
+
+	// Phase 2: Trellis.
+	start = time.Now()
+	if err := createAll(ctx, n, func(i int) client.Object {
+		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("trellis"))
+	}, c); err != nil {
+		return err
+	}
+	created = time.Since(start)
+	done := func() bool {
+		for _, k := range []string{"deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
+			if counts[k].Load() < int64(n) {
+				return false
+			}
+		}
+		return true
+	}
+	if err := waitFor(ctx, done); err != nil {
+		return err
+	}
+	trellis := time.Since(start)
+	end := time.Now()
+	fmt.Printf("trellis: %d TrellisServices -> Deployment+Service+PDB each, status written: %.2fs (creates took %.2fs)\n", n, trellis.Seconds(), created.Seconds())
+	fmt.Printf("ratio trellis/native: %.2f (goal <= 1.5)\n", trellis.Seconds()/native.Seconds())
+
+	// Let the Deployment controller's status updates settle, then count the
+	// controller's requests over the whole creation phase.
+	time.Sleep(10 * time.Second)
+	settled := time.Now()
+	evs, err := cp.ReadAudit(controllerUA, start, settled)
+	if err != nil {
+		return err
+	}
+	printCounts("controller requests during creation (until settled)", evs, n)
+	_ = end
+
+	// Phase 3: resync. SyncPeriod is 45s; watch a window that holds one.
+	fmt.Printf("resync: waiting 50s for the controller's periodic resync of %d objects...\n", n)
+	from := time.Now()
+	time.Sleep(50 * time.Second)
+	evs, err = cp.ReadAudit(controllerUA, from, time.Now())
+	if err != nil {
+		return err
+	}
+	printCounts("controller requests during a resync window", evs, n)
+	return nil
+}
+
+func printCounts(title string, evs []controlplane.AuditEvent, n int) {
+	byVerb := map[string]int{}
+	byVerbRes := map[string]int{}
+	for _, e := range evs {
+		byVerb[e.Verb]++
+		byVerbRes[e.Verb+" "+e.Resource()]++
+	}
+	keys := make([]string, 0, len(byVerbRes))
+	for k := range byVerbRes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Printf("%s: %d total\n", title, len(evs))
+	for _, k := range keys {
+		fmt.Printf("  %-40s %6d  (%.2f per CR)\n", k, byVerbRes[k], float64(byVerbRes[k])/float64(n))
+	}
+	writes := byVerb["create"] + byVerb["update"] + byVerb["patch"] + byVerb["delete"]
+	reads := byVerb["get"] + byVerb["list"]
+	fmt.Printf("  writes: %d, non-watch reads: %d, watches: %d\n", writes, reads, byVerb["watch"])
+}
+
+func nativeDeployment(i int) *appsv1.Deployment {
+	labels := map[string]string{"app": fmt.Sprintf("native-%04d", i)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("native-%04d", i), Namespace: "native"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{gen.Container("app")}},
+			},
+		},
+	}
+}
+
+func createAll(ctx context.Context, n int, mk func(int) client.Object, c client.Client) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.Create(ctx, mk(i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	return nil
+}
+
+// watchCount counts objects in ns (that satisfy ok, if given) as the
+// watcher's informer sees them appear.
+func watchCount(ctx context.Context, w cache.Cache, obj client.Object, ns string, n *atomic.Int64, ok func(any) bool) error {
+	inf, err := w.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	check := func(o any) {
+		co, isObj := o.(client.Object)
+		if !isObj || co.GetNamespace() != ns {
+			return
+		}
+		if ok != nil && !ok(o) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[co.GetName()] {
+			seen[co.GetName()] = true
+			n.Add(1)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, o any) { check(o) },
+	})
+	return err
+}
+
+func waitFor(ctx context.Context, cond func() bool) error {
+	deadline := time.Now().Add(15 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
