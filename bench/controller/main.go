@@ -46,7 +46,8 @@ const (
 
 func main() {
 	n := flag.Int("n", 1000, "objects per phase")
-	workers := flag.Int("workers", 8, "controller workers")
+	workers := flag.Int("workers", 16, "controller workers")
+	flag.IntVar(&qps, "qps", 200, "controller client QPS (burst is twice that)")
 	dir := flag.String("dir", "", "work directory (default: a temp dir, removed)")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
@@ -54,6 +55,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var qps int
 
 func run(n, workers int, dir string) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,7 +125,7 @@ func run(n, workers int, dir string) error {
 	ctrl.SetLogger(logr.Discard())
 	// The controller runs from the start, so its watches are warm for both
 	// phases, like a controller in a live cluster.
-	mgr, err := controller.New(cp.Config, controller.Config{UserAgent: controllerUA, QPS: 200, Burst: 400, Workers: workers, SyncPeriod: 45 * time.Second})
+	mgr, err := controller.New(cp.Config, controller.Config{UserAgent: controllerUA, QPS: float32(qps), Burst: 2 * qps, Workers: workers, SyncPeriod: 45 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -177,6 +180,16 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	printCounts("controller requests during creation (until settled)", evs, n)
+	var lastCreate, firstStatus time.Time
+	for _, e := range evs {
+		if e.Verb == "create" && e.Received.After(lastCreate) {
+			lastCreate = e.Received
+		}
+		if e.Verb == "patch" && e.Resource() == "trellisservices/status" && (firstStatus.IsZero() || e.Received.Before(firstStatus)) {
+			firstStatus = e.Received
+		}
+	}
+	fmt.Printf("  last owned-object create at %.2fs, first status write at %.2fs\n", lastCreate.Sub(start).Seconds(), firstStatus.Sub(start).Seconds())
 	_ = end
 
 	// Phase 3: resync. SyncPeriod is 45s; watch a window that holds one.

@@ -157,7 +157,7 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 			},
 			// The pod starts only once it holds its certificate.
 			StartupProbe: &corev1.Probe{
-				ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + IdentityPath}}},
+				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + IdentityPath}}},
 				// Every field set, as the apiserver would default it, so that
 				// the live object compares equal to the desired one.
 				PeriodSeconds:    1,

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"sync"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -75,20 +78,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		setConditions(status, metav1.ConditionFalse, ReasonInvalidSpec, err.Error(), true)
 		return reconcile.Result{}, r.writeStatus(ctx, ts, status)
 	}
-	var conflicts []string
+	// The owned objects are independent: ensure them concurrently, so a
+	// reconcile costs one round trip, not one per object.
+	var (
+		mu        sync.Mutex
+		conflicts []string
+		created   bool
+	)
+	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range objs {
-		res, err := apply.Ensure(ctx, r.Client, r.Reader, ts, o)
-		if errors.Is(err, apply.ErrNotOwned) {
-			conflicts = append(conflicts, err.Error())
-			continue
-		}
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if res != apply.Unchanged {
-			logger.V(1).Info("ensured object", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName(), "result", res)
-		}
+		g.Go(func() error {
+			res, err := apply.Ensure(gctx, r.Client, r.Reader, ts, o)
+			if errors.Is(err, apply.ErrNotOwned) {
+				mu.Lock()
+				conflicts = append(conflicts, err.Error())
+				mu.Unlock()
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if res == apply.Created {
+				mu.Lock()
+				created = true
+				mu.Unlock()
+			}
+			if res != apply.Unchanged {
+				logger.V(1).Info("ensured object", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName(), "result", res)
+			}
+			return nil
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return reconcile.Result{}, err
+	}
+	sort.Strings(conflicts)
 	if len(conflicts) > 0 {
 		msg := fmt.Sprintf("left alone: %v", conflicts)
 		r.Events.Eventf(ts, nil, corev1.EventTypeWarning, ReasonConflict, "Apply", msg)
@@ -96,6 +120,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.writeStatus(ctx, ts, status)
 	}
 
+	if created {
+		// The new objects' watch events bring this object back within
+		// moments, with the Deployment's first status to report: one status
+		// write instead of two.
+		return reconcile.Result{}, nil
+	}
 	dep := &appsv1.Deployment{}
 	if err := r.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ts.Namespace, Name: ts.Name}, dep); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err

@@ -163,7 +163,7 @@ func (cp *ControlPlane) StartAPIServer() error {
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.saPub, "--service-account-signing-key-file=" + p.saKey,
-		"--service-cluster-ip-range=10.0.0.0/24", "--advertise-address=127.0.0.1",
+		"--service-cluster-ip-range=10.96.0.0/16", "--advertise-address=127.0.0.1",
 		"--disable-admission-plugins=ServiceAccount",
 	}
 	if cp.opts.AuditLog {
