@@ -40,9 +40,12 @@ test-integration: tools ## Run integration tests only
 e2e: ## Run end-to-end tests on a kind cluster (lands with the local-cluster issue)
 	@echo "e2e: no kind-based suite exists yet (test/e2e lands with \`trellis local up\`)." >&2; exit 1
 
+BENCH_N ?= 1000
+
 .PHONY: bench
-bench: ## Run benchmarks and print their numbers
+bench: tools ## Run benchmarks and print their numbers (controller: BENCH_N TrellisServices vs native)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./bench/controller -n $(BENCH_N)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s
