@@ -128,10 +128,11 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		return nil, err
 	}
 	r := &trellisservice.Reconciler{
-		Client:   mgr.GetClient(),
-		Reader:   mgr.GetCache(),
-		Events:   mgr.GetEventRecorder("trellis-controller"),
-		Profiles: CachedProfile{Reader: mgr.GetCache()},
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetCache(),
+		APIReader: mgr.GetAPIReader(),
+		Events:    mgr.GetEventRecorder("trellis-controller"),
+		Profiles:  CachedProfile{Reader: mgr.GetCache()},
 	}
 	b := builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TrellisService{}).

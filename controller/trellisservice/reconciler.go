@@ -36,10 +36,13 @@ type ProfileSource interface {
 // Reconciler turns a TrellisService into its native objects and reports
 // their state. It reads only from the informer cache.
 type Reconciler struct {
-	Client   ctrl.Client
-	Reader   ctrl.Reader
-	Events   events.EventRecorder
-	Profiles ProfileSource
+	Client ctrl.Client
+	// Reader is the informer cache; APIReader reads the apiserver and is used
+	// only to settle a create that finds the object already there.
+	Reader    ctrl.Reader
+	APIReader ctrl.Reader
+	Events    events.EventRecorder
+	Profiles  ProfileSource
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -88,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range objs {
 		g.Go(func() error {
-			res, err := apply.Ensure(gctx, r.Client, r.Reader, ts, o)
+			res, err := apply.Ensure(gctx, r.Client, r.Reader, r.APIReader, ts, o)
 			if errors.Is(err, apply.ErrNotOwned) {
 				mu.Lock()
 				conflicts = append(conflicts, err.Error())

@@ -38,23 +38,27 @@ const (
 	Repaired  Result = "repaired"
 )
 
-// Ensure makes the live object match desired. reader is the informer cache;
-// writes go through c.
-func Ensure(ctx context.Context, c client.Client, reader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
+// Ensure makes the live object match desired. cache is the informer cache;
+// apiReader reads the apiserver directly and is used only when a create
+// finds the object already there; writes go through c.
+func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
 	live := desired.DeepCopyObject().(client.Object)
-	err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				// Not in our cache (it only holds what we manage): someone
-				// else's object.
-				return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
-			}
+		err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
+		if err == nil {
+			return Created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
 		}
-		return Created, nil
-	}
-	if err != nil {
+		// Not in the cache: either someone else's object (the cache holds
+		// only what Trellis manages) or ours, created a moment ago and not
+		// yet seen by the informer. Ask the apiserver.
+		if err := apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+			return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+		}
+	} else if err != nil {
 		return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
 	}
 	if !metav1.IsControlledBy(live, owner) {
