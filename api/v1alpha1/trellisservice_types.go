@@ -27,7 +27,8 @@ type TrellisServiceSpec struct {
 	// Ingress exposes one port over HTTP.
 	// +optional
 	Ingress *Ingress `json:"ingress,omitempty"`
-	// MinAvailable is the PodDisruptionBudget's floor; defaults to 50%.
+	// MinAvailable is the PodDisruptionBudget's floor. Without it the budget
+	// allows 25% of the pods (rounded up) to be disrupted at once.
 	// +optional
 	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
 }

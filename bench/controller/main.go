@@ -98,10 +98,13 @@ func run(n, workers int, dir string) error {
 	}
 	go func() { _ = w.Start(ctx) }()
 	counts := map[string]*atomic.Int64{}
-	for _, kind := range []string{"rs-native", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
+	for _, kind := range []string{"rs-native", "pods-native", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
 		counts[kind] = &atomic.Int64{}
 	}
 	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &corev1.Pod{}, "native", counts["pods-native"], nil); err != nil {
 		return err
 	}
 	if err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
@@ -145,7 +148,12 @@ func run(n, workers int, dir string) error {
 	}
 	native := time.Since(start)
 	fmt.Printf("native:  %d Deployments -> ReplicaSets by kube-controller-manager: %.2fs (creates took %.2fs)\n", n, native.Seconds(), created.Seconds())
-	time.Sleep(2 * time.Second)
+	// Let kube-controller-manager finish the native phase's pods, so the
+	// Trellis phase starts on a quiet apiserver too.
+	if err := waitFor(ctx, func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
 
 	// Phase 2: Trellis.
 	start = time.Now()

@@ -94,17 +94,19 @@ func Translate(ts *v1alpha1.TrellisService, p *inject.Profile) ([]client.Object,
 	}
 	objs = append(objs, svc)
 
-	minAvailable := intstr.FromString("50%")
-	if ts.Spec.MinAvailable != nil {
-		minAvailable = *ts.Spec.MinAvailable
-	}
-	objs = append(objs, &policyv1.PodDisruptionBudget{
+	// By default at most 25% of the pods may be disrupted at once, rounded
+	// up, so even a single-replica service can be drained off a node; a
+	// minAvailable floor is the user's explicit choice.
+	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: meta(ts.Name),
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &minAvailable,
-			Selector:     &metav1.LabelSelector{MatchLabels: inject.SelectorLabels(Kind, ts.Name)},
-		},
-	})
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: inject.SelectorLabels(Kind, ts.Name)}},
+	}
+	if ts.Spec.MinAvailable != nil {
+		pdb.Spec.MinAvailable = ts.Spec.MinAvailable
+	} else {
+		pdb.Spec.MaxUnavailable = new(intstr.FromString("25%"))
+	}
+	objs = append(objs, pdb)
 
 	if in := ts.Spec.Ingress; in != nil {
 		var port *v1alpha1.Port
