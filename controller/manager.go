@@ -25,6 +25,7 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
 )
 
@@ -97,12 +98,16 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	rc := rest.CopyConfig(restCfg)
 	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
 	managed := labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})
+	// One entry per type (the profile ConfigMap is read through the same
+	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
-	for _, o := range trellisservice.OwnedTypes() {
-		byObject[o] = cache.ByObject{Label: managed}
+	seen := map[string]bool{}
+	for _, o := range append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}) {
+		if t := fmt.Sprintf("%T", o); !seen[t] {
+			seen[t] = true
+			byObject[o] = cache.ByObject{Label: managed}
+		}
 	}
-	// The profile ConfigMap is read through the same ConfigMap informer.
-	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: managed}
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                  Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(cfg.MetricsAddr, "0")},
@@ -143,6 +148,22 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}
 	if err := b.Complete(r); err != nil {
 		return nil, fmt.Errorf("failed to register TrellisService controller: %w", err)
+	}
+	jb := builder.ControllerManagedBy(mgr).
+		For(&v1alpha1.TrellisJobSet{}).
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
+		Named("trellisjobset")
+	for _, o := range trellisjobset.OwnedTypes() {
+		jb = jb.Owns(o)
+	}
+	if err := jb.Complete(&trellisjobset.Reconciler{
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetCache(),
+		APIReader: mgr.GetAPIReader(),
+		Events:    mgr.GetEventRecorder("trellis-controller"),
+		Profiles:  CachedProfile{Reader: mgr.GetCache()},
+	}); err != nil {
+		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
 	}
 	return mgr, nil
 }

@@ -77,6 +77,32 @@ func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader
 	return Repaired, nil
 }
 
+// EnsureCreated makes sure the object exists and is ours, and never changes
+// it afterwards: for objects whose spec is immutable once created (Jobs,
+// PersistentVolumeClaims).
+func EnsureCreated(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
+	live := desired.DeepCopyObject().(client.Object)
+	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) {
+		err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
+		if err == nil {
+			return Created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
+		}
+		if err := apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+			return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	if !metav1.IsControlledBy(live, owner) {
+		return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
+	}
+	return Unchanged, nil
+}
+
 // UpToDate reports whether live already carries everything desired sets.
 // Fields desired leaves empty (apiserver defaults, a Service's clusterIP)
 // are ignored.
