@@ -2,24 +2,21 @@ package trellisjobset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
-	"github.com/trellis-dev/trellis/controller/internal/apply"
+	"github.com/trellis-dev/trellis/controller/internal/workload"
 )
 
 // ProfileSource yields the runtime profile.
@@ -46,6 +43,16 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	ReasonConflict    = "Conflict"
 )
+
+// createOnly: a Job's and a PVC's spec cannot change once created; a shard's
+// ConfigMap is repaired like any other object.
+func createOnly(o client.Object) bool {
+	switch o.(type) {
+	case *batchv1.Job, *corev1.PersistentVolumeClaim:
+		return true
+	}
+	return false
+}
 
 // OwnedTypes are the native kinds a TrellisJobSet owns.
 func OwnedTypes() []client.Object {
@@ -97,18 +104,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			return reconcile.Result{}, err
 		}
-		for _, o := range objs {
-			res, err := apply.EnsureCreated(ctx, r.Client, r.Reader, r.APIReader, js, o)
-			if errors.Is(err, apply.ErrNotOwned) {
-				r.Events.Eventf(js, nil, corev1.EventTypeWarning, ReasonConflict, "Create", err.Error())
-				setConditions(status, metav1.ConditionFalse, ReasonConflict, err.Error(), true)
-				return reconcile.Result{}, r.writeStatus(ctx, js, status)
-			}
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			started = started || res == apply.Created
+		res, err := workload.EnsureAll(ctx, workload.Clients{Client: r.Client, Cache: r.Reader, APIReader: r.APIReader}, js, objs, createOnly)
+		if err != nil {
+			return reconcile.Result{}, err
 		}
+		if len(res.Conflicts) > 0 {
+			msg := fmt.Sprintf("left alone: %v", res.Conflicts)
+			r.Events.Eventf(js, nil, corev1.EventTypeWarning, ReasonConflict, "Create", msg)
+			setConditions(status, metav1.ConditionFalse, ReasonConflict, msg, true)
+			return reconcile.Result{}, r.writeStatus(ctx, js, status)
+		}
+		started = started || res.Created
 		states[shard] = Running
 	}
 	if started {
@@ -143,34 +149,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 func setConditions(s *v1alpha1.TrellisJobSetStatus, ready metav1.ConditionStatus, reason, msg string, degraded bool) {
-	gen := s.ObservedGeneration
-	set := func(t string, st metav1.ConditionStatus, msg string) {
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
-	}
-	set(v1alpha1.ConditionReady, ready, msg)
-	switch {
-	case degraded:
-		set(v1alpha1.ConditionDegraded, metav1.ConditionTrue, msg)
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, msg)
-	case ready == metav1.ConditionTrue:
-		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, "")
-		set(v1alpha1.ConditionProgressing, metav1.ConditionFalse, msg)
-	default:
-		set(v1alpha1.ConditionDegraded, metav1.ConditionFalse, "")
-		set(v1alpha1.ConditionProgressing, metav1.ConditionTrue, msg)
-	}
+	workload.SetConditions(&s.CommonStatus, ready, reason, msg, degraded)
 }
 
 func (r *Reconciler) writeStatus(ctx context.Context, js *v1alpha1.TrellisJobSet, status *v1alpha1.TrellisJobSetStatus) error {
-	if equality.Semantic.DeepEqual(&js.Status, status) {
-		return nil
-	}
-	body, err := json.Marshal(map[string]any{"status": status})
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Status().Patch(ctx, js.DeepCopy(), client.RawPatch(types.MergePatchType, body)); err != nil {
-		return fmt.Errorf("failed to update status of %s/%s: %w", js.Namespace, js.Name, err)
-	}
-	return nil
+	return workload.PatchStatus(ctx, r.Client, js, &js.Status, status)
 }
