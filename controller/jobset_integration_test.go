@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,4 +108,55 @@ func TestIntegrationTrellisJobSet(t *testing.T) {
 			t.Errorf("job %s: shard env %v", j.Name, env)
 		}
 	}
+}
+
+func TestIntegrationCronDaemonStatefulSet(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	tmpl := v1alpha1.PodTemplate{Containers: []corev1.Container{gen.Container("c")}}
+	objs := []client.Object{
+		&v1alpha1.TrellisCronJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default"}, Spec: v1alpha1.TrellisCronJobSpec{Schedule: "0 3 * * *", Template: tmpl}},
+		&v1alpha1.TrellisDaemon{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: inject.ProfileNamespace}, Spec: v1alpha1.TrellisDaemonSpec{Template: tmpl}},
+		&v1alpha1.TrellisDaemon{ObjectMeta: metav1.ObjectMeta{Name: "rogue", Namespace: "default"}, Spec: v1alpha1.TrellisDaemonSpec{Template: tmpl}},
+		&v1alpha1.TrellisStatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "kv", Namespace: "default"}, Spec: v1alpha1.TrellisStatefulSetSpec{Replicas: new(int32(2)), Ports: []v1alpha1.Port{{Name: "client", Port: 2379}}, Template: tmpl}},
+	}
+	for _, o := range objs {
+		if err := e.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []client.Object{
+		&batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "nightly"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: "agent"}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kv"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kv"}},
+		&policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kv"}},
+	} {
+		e.eventually(fmt.Sprintf("%T %s", o, o.GetName()), 30*time.Second, e.exists(o))
+	}
+	// The headless Service gives members stable names.
+	svc := &corev1.Service{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kv"}, svc); err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("kv service: clusterIP %q, %v", svc.Spec.ClusterIP, err)
+	}
+	// A daemon outside the allowed namespaces is refused, with a reason.
+	e.eventually("rogue daemon refused", 20*time.Second, func(ctx context.Context) (bool, error) {
+		d := &v1alpha1.TrellisDaemon{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "rogue"}, d); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "InvalidSpec", nil
+	})
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "rogue"}, &appsv1.DaemonSet{}); err == nil {
+		t.Error("a DaemonSet was created in a namespace that may not run daemons")
+	}
+	// The CronJob reports ready once it exists.
+	e.eventually("cronjob status", 20*time.Second, func(ctx context.Context) (bool, error) {
+		cj := &v1alpha1.TrellisCronJob{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "nightly"}, cj); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(cj.Status.Conditions, v1alpha1.ConditionReady) && cj.Status.ObservedGeneration == cj.Generation, nil
+	})
 }

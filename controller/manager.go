@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,6 +30,8 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/internal/workload"
+	"github.com/trellis-dev/trellis/controller/kinds"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
 )
@@ -46,6 +53,8 @@ type Config struct {
 	Workers int
 	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
 	BaseDelay, MaxDelay time.Duration
+	// DaemonNamespaces may run TrellisDaemons (default trellis-system, kube-system).
+	DaemonNamespaces []string
 	// SyncPeriod re-delivers every cached object to the reconcilers this
 	// often (from the cache: it costs no API call). Default 10h.
 	SyncPeriod time.Duration
@@ -66,6 +75,9 @@ func (c *Config) defaults() {
 	}
 	if c.LeaderElectionNamespace == "" {
 		c.LeaderElectionNamespace = inject.ProfileNamespace
+	}
+	if c.DaemonNamespaces == nil {
+		c.DaemonNamespaces = kinds.DefaultDaemonNamespaces
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
@@ -102,7 +114,8 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	for _, o := range append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}) {
+	owned := append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{})
+	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
 			byObject[o] = cache.ByObject{Label: managed}
@@ -165,7 +178,32 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
 	}
+	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
+	events := mgr.GetEventRecorder("trellis-controller")
+	profiles := CachedProfile{Reader: mgr.GetCache()}
+	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
+	if err := register(mgr, opts, kinds.CronJob(), []client.Object{&batchv1.CronJob{}}, clients, events, profiles); err != nil {
+		return nil, err
+	}
+	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
+		return nil, err
+	}
+	if err := register(mgr, opts, kinds.StatefulSet(), []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
+		return nil, err
+	}
 	return mgr, nil
+}
+
+// register adds a controller for a kind reconciled by the shared loop.
+func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], owns []client.Object, c workload.Clients, ev events.EventRecorder, p workload.ProfileSource) error {
+	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name))
+	for _, o := range owns {
+		b = b.Owns(o)
+	}
+	if err := b.Complete(&workload.Reconciler[T]{Kind: k, Clients: c, Events: ev, Profiles: p}); err != nil {
+		return fmt.Errorf("failed to register %s controller: %w", k.Name, err)
+	}
+	return nil
 }
 
 func syncPeriod(d time.Duration) *time.Duration {
