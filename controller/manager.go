@@ -34,6 +34,7 @@ import (
 	"github.com/trellis-dev/trellis/controller/kinds"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
+	"github.com/trellis-dev/trellis/controller/trellistrainingjob"
 )
 
 // Config is the controller's configuration; zero values take defaults in New.
@@ -114,7 +115,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	owned := append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{})
+	owned := append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
 	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
@@ -187,6 +188,13 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}
 	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
 		return nil, err
+	}
+	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob")
+	for _, o := range trellistrainingjob.OwnedTypes() {
+		tb = tb.Owns(o)
+	}
+	if err := tb.Complete(&trellistrainingjob.Reconciler{Clients: clients, Events: events, Profiles: profiles}); err != nil {
+		return nil, fmt.Errorf("failed to register TrellisTrainingJob controller: %w", err)
 	}
 	if err := register(mgr, opts, kinds.StatefulSet(), []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
 		return nil, err
