@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
@@ -54,6 +55,8 @@ type Config struct {
 	Workers int
 	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
 	BaseDelay, MaxDelay time.Duration
+	// Webhook, when set, serves the admission webhook over TLS.
+	Webhook *WebhookConfig
 	// DaemonNamespaces may run TrellisDaemons (default trellis-system, kube-system).
 	DaemonNamespaces []string
 	// SyncPeriod re-delivers every cached object to the reconcilers this
@@ -122,7 +125,12 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 			byObject[o] = cache.ByObject{Label: managed}
 		}
 	}
+	var whServer webhook.Server
+	if w := cfg.Webhook; w != nil {
+		whServer = webhook.NewServer(webhook.Options{Host: w.Host, Port: w.Port, CertDir: w.CertDir, CertName: orDefault(w.CertName, "tls.crt"), KeyName: orDefault(w.KeyName, "tls.key")})
+	}
 	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		WebhookServer:           whServer,
 		Scheme:                  Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: orDefault(cfg.MetricsAddr, "0")},
 		HealthProbeBindAddress:  orDefault(cfg.ProbeAddr, "0"),
@@ -195,6 +203,11 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}
 	if err := tb.Complete(&trellistrainingjob.Reconciler{Clients: clients, Events: events, Profiles: profiles}); err != nil {
 		return nil, fmt.Errorf("failed to register TrellisTrainingJob controller: %w", err)
+	}
+	if cfg.Webhook != nil {
+		if err := registerWebhooks(mgr, cfg, profiles); err != nil {
+			return nil, err
+		}
 	}
 	if err := register(mgr, opts, kinds.StatefulSet(), []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
 		return nil, err

@@ -23,10 +23,17 @@ func main() {
 	flag.BoolVar(&cfg.LeaderElection, "leader-elect", true, "elect a leader so only one replica reconciles")
 	flag.StringVar(&cfg.LeaderElectionNamespace, "leader-election-namespace", "trellis-system", "namespace of the leader-election lease")
 	flag.IntVar(&cfg.Workers, "workers", 4, "concurrent reconciles per kind")
+	var webhookPort int
+	var webhookCertDir string
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "port of the admission webhook (0 disables)")
+	flag.StringVar(&webhookCertDir, "webhook-cert-dir", "/var/run/trellis/webhook", "directory holding tls.crt and tls.key for the webhook")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.QPS = float32(qps)
+	if webhookPort != 0 {
+		cfg.Webhook = &controller.WebhookConfig{Port: webhookPort, CertDir: webhookCertDir}
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
 	restCfg, err := ctrl.GetConfig()

@@ -205,6 +205,13 @@ func applyResourcePolicy(p *Profile, w Workload, c *corev1.Container) error {
 	if p.Resources.Policy == PolicyRequire {
 		return fmt.Errorf("%s %s/%s: container %q lacks %s: %w", w.Kind, w.Namespace, w.Name, c.Name, strings.Join(missing, ", "), ErrResourcesRequired)
 	}
+	DefaultResources(p, c)
+	return nil
+}
+
+// DefaultResources fills a container's missing requests and limits from the
+// profile's defaults.
+func DefaultResources(p *Profile, c *corev1.Container) {
 	if c.Resources.Requests == nil {
 		c.Resources.Requests = corev1.ResourceList{}
 	}
@@ -221,7 +228,6 @@ func applyResourcePolicy(p *Profile, w Workload, c *corev1.Container) error {
 			c.Resources.Limits[r] = q.DeepCopy()
 		}
 	}
-	return nil
 }
 
 func identityEnv(p *Profile, w Workload) []corev1.EnvVar {
