@@ -55,6 +55,10 @@ type Config struct {
 	Workers int
 	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
 	BaseDelay, MaxDelay time.Duration
+	// ProfileRolloutBatch workloads adopt a new runtime profile per
+	// ProfileRolloutInterval (default 10 per minute).
+	ProfileRolloutBatch    int
+	ProfileRolloutInterval time.Duration
 	// Webhook, when set, serves the admission webhook over TLS.
 	Webhook *WebhookConfig
 	// DaemonNamespaces may run TrellisDaemons (default trellis-system, kube-system).
@@ -79,6 +83,12 @@ func (c *Config) defaults() {
 	}
 	if c.LeaderElectionNamespace == "" {
 		c.LeaderElectionNamespace = inject.ProfileNamespace
+	}
+	if c.ProfileRolloutBatch == 0 {
+		c.ProfileRolloutBatch = 10
+	}
+	if c.ProfileRolloutInterval == 0 {
+		c.ProfileRolloutInterval = time.Minute
 	}
 	if c.DaemonNamespaces == nil {
 		c.DaemonNamespaces = kinds.DefaultDaemonNamespaces
@@ -154,17 +164,22 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}); err != nil {
 		return nil, err
 	}
+	profiles := &ProfileRollout{
+		Cache: mgr.GetCache(), Client: mgr.GetClient(),
+		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: time.Now,
+	}
 	r := &trellisservice.Reconciler{
 		Client:    mgr.GetClient(),
 		Reader:    mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
 		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  CachedProfile{Reader: mgr.GetCache()},
+		Profiles:  profiles,
 	}
 	b := builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TrellisService{}).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisservice")
+		Named("trellisservice").
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisServiceList{} }), builder.WithPredicates(isProfile))
 	for _, o := range trellisservice.OwnedTypes() {
 		b = b.Owns(o)
 	}
@@ -174,7 +189,8 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	jb := builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TrellisJobSet{}).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisjobset")
+		Named("trellisjobset").
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisJobSetList{} }), builder.WithPredicates(isProfile))
 	for _, o := range trellisjobset.OwnedTypes() {
 		jb = jb.Owns(o)
 	}
@@ -183,21 +199,21 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		Reader:    mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(),
 		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  CachedProfile{Reader: mgr.GetCache()},
+		Profiles:  profiles,
 	}); err != nil {
 		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
 	}
 	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
 	events := mgr.GetEventRecorder("trellis-controller")
-	profiles := CachedProfile{Reader: mgr.GetCache()}
 	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
-	if err := register(mgr, opts, kinds.CronJob(), []client.Object{&batchv1.CronJob{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, kinds.CronJob(), func() client.ObjectList { return &v1alpha1.TrellisCronJobList{} }, []client.Object{&batchv1.CronJob{}}, clients, events, profiles); err != nil {
 		return nil, err
 	}
-	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), func() client.ObjectList { return &v1alpha1.TrellisDaemonList{} }, []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
 		return nil, err
 	}
-	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob")
+	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob").
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisTrainingJobList{} }), builder.WithPredicates(isProfile))
 	for _, o := range trellistrainingjob.OwnedTypes() {
 		tb = tb.Owns(o)
 	}
@@ -209,15 +225,16 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 			return nil, err
 		}
 	}
-	if err := register(mgr, opts, kinds.StatefulSet(), []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, kinds.StatefulSet(), func() client.ObjectList { return &v1alpha1.TrellisStatefulSetList{} }, []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
 // register adds a controller for a kind reconciled by the shared loop.
-func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], owns []client.Object, c workload.Clients, ev events.EventRecorder, p workload.ProfileSource) error {
-	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name))
+func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], newList func() client.ObjectList, owns []client.Object, c workload.Clients, ev events.EventRecorder, p workload.ProfileSource) error {
+	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name)).
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), newList), builder.WithPredicates(isProfile))
 	for _, o := range owns {
 		b = b.Owns(o)
 	}

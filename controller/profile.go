@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,4 +30,11 @@ func (p CachedProfile) Get(ctx context.Context) (*inject.Profile, error) {
 		return nil, fmt.Errorf("failed to read runtime profile: %w", err)
 	}
 	return inject.ParseProfile([]byte(cm.Data[inject.ProfileKey]))
+}
+
+// For always returns the current profile: CachedProfile does no gradual
+// rollout (ProfileRollout does).
+func (p CachedProfile) For(ctx context.Context, _, _ string) (*inject.Profile, time.Duration, error) {
+	prof, err := p.Get(ctx)
+	return prof, 0, err
 }

@@ -19,18 +19,13 @@ import (
 	"github.com/trellis-dev/trellis/controller/internal/workload"
 )
 
-// ProfileSource yields the runtime profile.
-type ProfileSource interface {
-	Get(ctx context.Context) (*inject.Profile, error)
-}
-
 // Reconciler starts shard Jobs within the parallelism limit and counts them.
 type Reconciler struct {
 	Client    client.Client
 	Reader    client.Reader
 	APIReader client.Reader
 	Events    events.EventRecorder
-	Profiles  ProfileSource
+	Profiles  workload.ProfileSource
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -68,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !js.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	profile, err := r.Profiles.Get(ctx)
+	profile, wait, err := r.Profiles.For(ctx, req.String(), js.Status.RuntimeProfile)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -119,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if started {
 		// The new Jobs' watch events bring this object back with their state.
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	status.Succeeded, status.Failed, status.Running = 0, 0, 0
@@ -145,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	default:
 		setConditions(status, metav1.ConditionFalse, ReasonRunning, fmt.Sprintf("%d running, %d succeeded of %d", status.Running, status.Succeeded, js.Spec.Shards), false)
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, js, status)
+	return reconcile.Result{RequeueAfter: wait}, r.writeStatus(ctx, js, status)
 }
 
 func setConditions(s *v1alpha1.TrellisJobSetStatus, ready metav1.ConditionStatus, reason, msg string, degraded bool) {

@@ -15,14 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
 )
-
-// ProfileSource yields the runtime profile.
-type ProfileSource interface {
-	Get(ctx context.Context) (*inject.Profile, error)
-}
 
 // Reconciler turns a TrellisService into its native objects and reports
 // their state. It reads only from the informer cache.
@@ -33,7 +27,7 @@ type Reconciler struct {
 	Reader    ctrl.Reader
 	APIReader ctrl.Reader
 	Events    events.EventRecorder
-	Profiles  ProfileSource
+	Profiles  workload.ProfileSource
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -56,7 +50,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !ts.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // owner references cascade the deletion
 	}
-	profile, err := r.Profiles.Get(ctx)
+	profile, wait, err := r.Profiles.For(ctx, req.String(), ts.Status.RuntimeProfile)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -88,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// The new objects' watch events bring this object back within
 		// moments, with the Deployment's first status to report: one status
 		// write instead of two.
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	dep := &appsv1.Deployment{}
 	if err := r.Reader.Get(ctx, ctrl.ObjectKey{Namespace: ts.Namespace, Name: ts.Name}, dep); err != nil && !apierrors.IsNotFound(err) {
@@ -108,7 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		setConditions(status, metav1.ConditionFalse, ReasonRollingOut, fmt.Sprintf("%d/%d replicas available, %d updated", dep.Status.AvailableReplicas, want, dep.Status.UpdatedReplicas), false)
 	}
-	return reconcile.Result{}, r.writeStatus(ctx, ts, status)
+	return reconcile.Result{RequeueAfter: wait}, r.writeStatus(ctx, ts, status)
 }
 
 func setConditions(s *v1alpha1.TrellisServiceStatus, ready metav1.ConditionStatus, reason, msg string, degraded bool) {

@@ -66,7 +66,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, write()
 	}
 
-	profile, err := r.Profiles.Get(ctx)
+	profile, wait, err := r.Profiles.For(ctx, req.String(), tj.Status.RuntimeProfile)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -91,10 +91,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, write()
 	}
 	if res.Created {
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	workload.SetConditions(&status.CommonStatus, metav1.ConditionFalse, ReasonRunning, fmt.Sprintf("%d replicas active", status.Active), false)
-	return reconcile.Result{}, write()
+	return reconcile.Result{RequeueAfter: wait}, write()
 }
 
 // finishedReason is Succeeded or Failed once the job has ended, else "".

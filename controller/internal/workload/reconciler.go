@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,11 @@ type Kind[T client.Object] struct {
 
 // ProfileSource yields the runtime profile.
 type ProfileSource interface {
+	// Get returns the current profile.
 	Get(ctx context.Context) (*inject.Profile, error)
+	// For returns the profile a workload (key, running revision have)
+	// renders with now, and when to come back if a newer one awaits it.
+	For(ctx context.Context, key, have string) (*inject.Profile, time.Duration, error)
 }
 
 // Reconciler reconciles one Kind.
@@ -57,12 +62,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if obj.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	profile, err := r.Profiles.Get(ctx)
+	current, have := r.Kind.Status(obj)
+	profile, wait, err := r.Profiles.For(ctx, req.String(), have.RuntimeProfile)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	next := obj.DeepCopyObject().(T)
-	current, _ := r.Kind.Status(obj)
 	status, common := r.Kind.Status(next)
 	common.ObservedGeneration = obj.GetGeneration()
 	common.RuntimeProfile = profile.Revision
@@ -89,7 +94,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	if res.Created {
 		// The new objects' watch events bring this object back with state.
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	ready, msg, err := r.Kind.Observe(ctx, r.Clients.Cache, next)
 	if err != nil {
@@ -100,5 +105,5 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 	} else {
 		SetConditions(common, metav1.ConditionFalse, "RollingOut", msg, false)
 	}
-	return reconcile.Result{}, write()
+	return reconcile.Result{RequeueAfter: wait}, write()
 }
