@@ -51,6 +51,9 @@ type Config struct {
 	// LeaderElection with LeaderElectionNamespace (default trellis-system).
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
+	// (controller-runtime's defaults: 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Workers per kind (default 4).
 	Workers int
 	// BaseDelay and MaxDelay bound per-item exponential backoff (5ms, 5m).
@@ -147,8 +150,13 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		LeaderElection:          cfg.LeaderElection,
 		LeaderElectionID:        "trellis-controller",
 		LeaderElectionNamespace: cfg.LeaderElectionNamespace,
-		Cache:                   cache.Options{ByObject: byObject, SyncPeriod: syncPeriod(cfg.SyncPeriod)},
-		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: false}},
+		LeaseDuration:           durationOrNil(cfg.LeaseDuration),
+		RenewDeadline:           durationOrNil(cfg.RenewDeadline),
+		RetryPeriod:             durationOrNil(cfg.RetryPeriod),
+		// A stopped leader hands the lease over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{ByObject: byObject, SyncPeriod: syncPeriod(cfg.SyncPeriod)},
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: false}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)
@@ -242,6 +250,13 @@ func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options,
 		return fmt.Errorf("failed to register %s controller: %w", k.Name, err)
 	}
 	return nil
+}
+
+func durationOrNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 func syncPeriod(d time.Duration) *time.Duration {
