@@ -39,16 +39,7 @@ type DiffResult struct {
 // Diff compares a definition with the stored spec field by field and computes
 // the cloud-level plan for the definition. It writes nothing anywhere.
 func Diff(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*DiffResult, error) {
-	p, err := Prepare(ctx, def, opts)
-	if err != nil {
-		return nil, err
-	}
-	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
-	if err != nil {
-		return nil, err
-	}
-	adoptMetadata(p.Spec, stored)
-	changes, err := SpecDiff(stored, p.Spec)
+	p, _, changes, err := compare(ctx, def, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -67,16 +58,7 @@ func Diff(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOpti
 // changed specs (cluster, then new and changed groups, then removes dropped
 // groups) and applies them.
 func Update(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*DiffResult, error) {
-	p, err := Prepare(ctx, def, opts)
-	if err != nil {
-		return nil, err
-	}
-	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
-	if err != nil {
-		return nil, err
-	}
-	adoptMetadata(p.Spec, stored)
-	changes, err := SpecDiff(stored, p.Spec)
+	p, stored, changes, err := compare(ctx, def, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +78,24 @@ func Update(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 		return nil, err
 	}
 	return &DiffResult{Changes: changes, Plan: plan}, nil
+}
+
+// compare prepares a definition and diffs it with its stored cluster.
+func compare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*Prepared, *render.Spec, []Change, error) {
+	p, err := Prepare(ctx, def, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	adoptMetadata(p.Spec, stored)
+	changes, err := SpecDiff(stored, p.Spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return p, stored, changes, nil
 }
 
 // writeSpec stores desired over stored. Everything was validated by Prepare

@@ -30,14 +30,12 @@ type env struct {
 	c  client.Client
 }
 
-// startEnv runs a real control plane (with kube-controller-manager, so
-// garbage collection and Deployment -> ReplicaSet -> Pods are real), installs
-// the CRDs and starts the Trellis controller in-process.
-func startEnv(t *testing.T) *env {
+// startPlane runs a real control plane with the CRDs installed and the
+// trellis-system namespace created, and returns a client for it.
+func startPlane(t *testing.T, opts cluster.Options) (*cluster.ControlPlane, client.Client) {
 	t.Helper()
-	cp := cluster.Start(t, cluster.Options{ControllerManager: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	cp := cluster.Start(t, opts)
+	ctx := context.Background()
 	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "../config/crd/"); err != nil {
 		t.Fatalf("install CRDs: %v\n%s", err, out)
 	}
@@ -51,6 +49,17 @@ func startEnv(t *testing.T) *env {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}); err != nil {
 		t.Fatal(err)
 	}
+	return cp, c
+}
+
+// startEnv runs a real control plane (with kube-controller-manager, so
+// garbage collection and Deployment -> ReplicaSet -> Pods are real), installs
+// the CRDs and starts the Trellis controller in-process.
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	cp, c := startPlane(t, cluster.Options{ControllerManager: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	mgr, err := controller.New(cp.Config, controller.Config{SkipNameValidation: true})
 	if err != nil {
 		t.Fatal(err)

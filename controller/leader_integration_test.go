@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,21 +19,8 @@ import (
 // TestIntegrationLeaderElection runs two controllers: one holds the lease
 // and reconciles; when it stops, the other takes over.
 func TestIntegrationLeaderElection(t *testing.T) {
-	cp := cluster.Start(t, cluster.Options{})
+	cp, c := startPlane(t, cluster.Options{})
 	ctx := context.Background()
-	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "../config/crd/"); err != nil {
-		t.Fatalf("install CRDs: %v\n%s", err, out)
-	}
-	if out, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		t.Fatalf("CRDs: %v\n%s", err, out)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}); err != nil {
-		t.Fatal(err)
-	}
 	e := &env{t: t, cp: cp, c: c}
 	type member struct {
 		cancel  context.CancelFunc

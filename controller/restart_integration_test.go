@@ -23,18 +23,8 @@ import (
 // burst of creations and starts a new one: it converges, with exactly one
 // of each owned object per TrellisService, none orphaned, none in conflict.
 func TestIntegrationRestartMidBurst(t *testing.T) {
-	cp := cluster.Start(t, cluster.Options{})
+	cp, c := startPlane(t, cluster.Options{})
 	ctx := context.Background()
-	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "../config/crd/"); err != nil {
-		t.Fatalf("install CRDs: %v\n%s", err, out)
-	}
-	if out, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		t.Fatalf("CRDs: %v\n%s", err, out)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := func() (stop func()) {
 		mgr, err := controller.New(cp.Config, controller.Config{SkipNameValidation: true, Workers: 8, QPS: 200, Burst: 400})
 		if err != nil {

@@ -35,22 +35,9 @@ func freePort(t *testing.T) int {
 // apiserver: what the controller would refuse is refused at apply time, and
 // missing resources are defaulted into the stored spec.
 func TestIntegrationWebhook(t *testing.T) {
-	cp := cluster.Start(t, cluster.Options{})
+	cp, c := startPlane(t, cluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "../config/crd/"); err != nil {
-		t.Fatalf("install CRDs: %v\n%s", err, out)
-	}
-	if out, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		t.Fatalf("CRDs: %v\n%s", err, out)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: controller.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}); err != nil {
-		t.Fatal(err)
-	}
 	profile := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{inject.LabelManagedBy: inject.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: "revision: strict\nresources:\n  policy: Require\n"},

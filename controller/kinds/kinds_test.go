@@ -1,7 +1,6 @@
 package kinds
 
 import (
-	"bytes"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
@@ -22,18 +20,7 @@ import (
 
 func assertGolden(t *testing.T, name string, objs []client.Object) {
 	t.Helper()
-	var buf bytes.Buffer
-	for i, o := range objs {
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		buf.Write(b)
-	}
-	golden.Assert(t, filepath.Join("testdata", name+".golden.yaml"), buf.Bytes())
+	golden.AssertObjects(t, filepath.Join("testdata", name+".golden.yaml"), objs)
 }
 
 func meta(ns, name string) metav1.ObjectMeta {

@@ -1,7 +1,6 @@
 package trellisjobset
 
 import (
-	"bytes"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
@@ -43,18 +41,7 @@ func TestShardGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	for i, o := range objs {
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		buf.Write(b)
-	}
-	golden.Assert(t, filepath.Join("testdata", "shard-2-of-4.golden.yaml"), buf.Bytes())
+	golden.AssertObjects(t, filepath.Join("testdata", "shard-2-of-4.golden.yaml"), objs)
 }
 
 func TestShardConfigErrors(t *testing.T) {

@@ -36,18 +36,7 @@ func TestTranslateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf bytes.Buffer
-			for i, o := range objs {
-				b, err := yaml.Marshal(o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if i > 0 {
-					buf.WriteString("---\n")
-				}
-				buf.Write(b)
-			}
-			golden.Assert(t, filepath.Join("testdata", name+".golden.yaml"), buf.Bytes())
+			golden.AssertObjects(t, filepath.Join("testdata", name+".golden.yaml"), objs)
 		})
 	}
 }

@@ -1,14 +1,12 @@
 package trellistrainingjob
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
@@ -59,15 +57,7 @@ func TestTensorFlowConfig(t *testing.T) {
 	if cfg.Task.Type != "worker" || cfg.Task.Index != 1 || len(cfg.Cluster["worker"]) != 2 || cfg.Cluster["chief"][0] != "resnet-chief-0.resnet.ml.svc:2222" {
 		t.Errorf("TF_CONFIG of worker 1: %+v", cfg)
 	}
-	var buf bytes.Buffer
-	for i, o := range objs[:2] {
-		b, _ := yaml.Marshal(o)
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		buf.Write(b)
-	}
-	golden.Assert(t, filepath.Join("testdata", "tensorflow.golden.yaml"), buf.Bytes())
+	golden.AssertObjects(t, filepath.Join("testdata", "tensorflow.golden.yaml"), objs[:2])
 }
 
 func TestPyTorchRanks(t *testing.T) {

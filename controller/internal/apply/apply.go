@@ -42,24 +42,9 @@ const (
 // apiReader reads the apiserver directly and is used only when a create
 // finds the object already there; writes go through c.
 func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
-	live := desired.DeepCopyObject().(client.Object)
-	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
-		if err == nil {
-			return Created, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
-		}
-		// Not in the cache: either someone else's object (the cache holds
-		// only what Trellis manages) or ours, created a moment ago and not
-		// yet seen by the informer. Ask the apiserver.
-		if err := apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-			return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
-		}
-	} else if err != nil {
-		return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired)
+	if err != nil || created {
+		return createdResult(created), err
 	}
 	if !metav1.IsControlledBy(live, owner) {
 		return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
@@ -81,26 +66,47 @@ func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader
 // it afterwards: for objects whose spec is immutable once created (Jobs,
 // PersistentVolumeClaims).
 func EnsureCreated(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
-	live := desired.DeepCopyObject().(client.Object)
-	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	if apierrors.IsNotFound(err) {
-		err := c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
-		if err == nil {
-			return Created, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
-		}
-		if err := apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-			return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
-		}
-	} else if err != nil {
-		return "", fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired)
+	if err != nil || created {
+		return createdResult(created), err
 	}
 	if !metav1.IsControlledBy(live, owner) {
 		return "", fmt.Errorf("%s %s: %w", kindOf(desired), desired.GetName(), ErrNotOwned)
 	}
 	return Unchanged, nil
+}
+
+// getOrCreate returns the live object, creating it when the cache does not
+// have it. A create that finds the object already there is either someone
+// else's object (the cache holds only what Trellis manages) or ours, created
+// a moment ago and not yet seen by the informer: the apiserver settles it.
+func getOrCreate(ctx context.Context, c client.Client, cache, apiReader client.Reader, desired client.Object) (client.Object, bool, error) {
+	live := desired.DeepCopyObject().(client.Object)
+	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if err == nil {
+		return live, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, false, fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	err = c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
+	if err == nil {
+		return nil, true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("failed to create %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	if err := apiReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+		return nil, false, fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	return live, false, nil
+}
+
+func createdResult(created bool) Result {
+	if created {
+		return Created
+	}
+	return ""
 }
 
 // UpToDate reports whether live already carries everything desired sets.

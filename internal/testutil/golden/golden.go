@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 // Updating reports whether UPDATE=1 asks for expected files to be rewritten.
@@ -33,4 +34,22 @@ func Assert(t testing.TB, path string, got []byte) {
 	if !bytes.Equal(want, got) {
 		t.Errorf("%s is stale (run with UPDATE=1 to regenerate) (-want +got):\n%s", path, cmp.Diff(string(want), string(got)))
 	}
+}
+
+// AssertObjects serialises objects as one multi-document YAML and compares
+// it with the file at path.
+func AssertObjects[T any](t testing.TB, path string, objs []T) {
+	t.Helper()
+	var buf bytes.Buffer
+	for i, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(b)
+	}
+	Assert(t, path, buf.Bytes())
 }
