@@ -1,0 +1,202 @@
+// Package zookeeper runs real ZooKeeper servers (Debian's zookeeper package)
+// on loopback for tests: standalone or an ensemble, with the fault
+// operations the tests need (kill, stop/start, wipe, find the leader).
+package zookeeper
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Classpath runs Debian's ZooKeeper without its init scripts.
+const Classpath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
+
+// Server is one ZooKeeper server.
+type Server struct {
+	ID         int
+	Dir        string
+	ClientPort int
+	cmd        *exec.Cmd
+	done       chan struct{}
+}
+
+// Ensemble is a set of servers; a standalone server is an ensemble of one.
+type Ensemble struct {
+	t       testing.TB
+	Servers []*Server
+}
+
+// Start runs n servers (1 = standalone) and waits until each serves. It
+// fails the test when ZooKeeper is not installed: CI installs it.
+func Start(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		t.Fatalf("ZooKeeper is not installed (apt-get install zookeeper): %v", err)
+	}
+	e := &Ensemble{t: t}
+	base := t.TempDir()
+	ports := freePorts(t, 3*n)
+	var quorum []string
+	for i := range n {
+		quorum = append(quorum, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[3*i+1], ports[3*i+2]))
+	}
+	for i := range n {
+		s := &Server{ID: i + 1, Dir: filepath.Join(base, fmt.Sprintf("zk%d", i+1)), ClientPort: ports[3*i]}
+		if err := os.MkdirAll(filepath.Join(s.Dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := []string{
+			"tickTime=1000", "initLimit=10", "syncLimit=5",
+			"dataDir=" + filepath.Join(s.Dir, "data"),
+			fmt.Sprintf("clientPort=%d", s.ClientPort), "clientPortAddress=127.0.0.1",
+			"admin.enableServer=false", "4lw.commands.whitelist=*", "maxSessionTimeout=60000",
+		}
+		if n > 1 {
+			cfg = append(cfg, quorum...)
+			if err := os.WriteFile(filepath.Join(s.Dir, "data", "myid"), fmt.Appendf(nil, "%d\n", s.ID), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(s.Dir, "zoo.cfg"), []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.Servers = append(e.Servers, s)
+	}
+	t.Cleanup(func() {
+		for i := range e.Servers {
+			e.Kill(i)
+		}
+	})
+	for i := range e.Servers {
+		e.StartServer(i)
+	}
+	for i := range e.Servers {
+		e.WaitServing(i, 60*time.Second)
+	}
+	return e
+}
+
+// Addrs are the client addresses of every server.
+func (e *Ensemble) Addrs() []string {
+	var out []string
+	for _, s := range e.Servers {
+		out = append(out, fmt.Sprintf("127.0.0.1:%d", s.ClientPort))
+	}
+	return out
+}
+
+// StartServer starts server i (again).
+func (e *Ensemble) StartServer(i int) {
+	e.t.Helper()
+	s := e.Servers[i]
+	log, err := os.OpenFile(filepath.Join(s.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.Command("java", "-Xmx256m", "-cp", Classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.Dir, "zoo.cfg"))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("failed to start zookeeper %d: %v", s.ID, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); log.Close(); close(s.done) }()
+}
+
+// Kill SIGKILLs server i.
+func (e *Ensemble) Kill(i int) {
+	s := e.Servers[i]
+	if s.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+	s.cmd = nil
+}
+
+// Wipe removes server i's data (it must be stopped), keeping its id.
+func (e *Ensemble) Wipe(i int) {
+	s := e.Servers[i]
+	data := filepath.Join(s.Dir, "data")
+	entries, _ := os.ReadDir(data)
+	for _, en := range entries {
+		if en.Name() != "myid" {
+			_ = os.RemoveAll(filepath.Join(data, en.Name()))
+		}
+	}
+}
+
+// Mode asks server i for its mode (standalone, leader, follower) with the
+// srvr four-letter word; "" when it does not serve.
+func (e *Ensemble) Mode(i int) string {
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", e.Servers[i].ClientPort), time.Second)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+// WaitServing waits until server i reports a mode.
+func (e *Ensemble) WaitServing(i int, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if e.Mode(i) != "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.Servers[i].Dir, "server.log"))
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	e.t.Fatalf("zookeeper %d not serving after %s:\n%s", e.Servers[i].ID, timeout, strings.Join(lines, "\n"))
+}
+
+// Leader is the index of the ensemble's leader, or -1.
+func (e *Ensemble) Leader() int {
+	for i := range e.Servers {
+		if e.Mode(i) == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
