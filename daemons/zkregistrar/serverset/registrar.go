@@ -1,0 +1,334 @@
+package serverset
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Config configures a Registrar; New applies defaults.
+type Config struct {
+	Servers []string
+	// Root is the znode under which serversets live (default /discovery).
+	Root string
+	// SessionTimeout of the ZooKeeper session (default 10s).
+	SessionTimeout time.Duration
+	// VerifyInterval between full checks that every member's znode exists
+	// and belongs to the current session (default 5s).
+	VerifyInterval time.Duration
+	// Digest is "user:password": member znodes are then writable only with
+	// these credentials and readable by all.
+	Digest string
+	Logger *slog.Logger
+}
+
+// Registrar keeps ZooKeeper's serversets equal to the registrations set on it.
+type Registrar struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	desired map[string]Registration
+	// actual: key -> the znode path registered for it and the data written.
+	actual map[string]registered
+	kick   chan struct{}
+
+	connMu sync.Mutex
+	conn   *zk.Conn
+	// lastSession is when the client last had a session.
+	lastSession time.Time
+	// Writes counts create and delete requests (for benchmarks and tests).
+	writes int64
+}
+
+type registered struct {
+	path string
+	data []byte
+	reg  Registration
+}
+
+// New returns a Registrar; Run connects it.
+func New(cfg Config) *Registrar {
+	if cfg.Root == "" {
+		cfg.Root = "/discovery"
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	if cfg.VerifyInterval == 0 {
+		cfg.VerifyInterval = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Registrar{cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{}, kick: make(chan struct{}, 1)}
+}
+
+// Set declares that key should be registered as reg.
+func (r *Registrar) Set(key string, reg Registration) error {
+	if err := reg.validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.desired[key] = reg
+	r.mu.Unlock()
+	r.poke()
+	return nil
+}
+
+// Remove declares that key should not be registered.
+func (r *Registrar) Remove(key string) {
+	r.mu.Lock()
+	delete(r.desired, key)
+	r.mu.Unlock()
+	r.poke()
+}
+
+// Writes is the number of create and delete requests sent so far.
+func (r *Registrar) Writes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes
+}
+
+// Registered returns the znode path of every key registered now.
+func (r *Registrar) Registered() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]string{}
+	for k, a := range r.actual {
+		out[k] = a.path
+	}
+	return out
+}
+
+func (r *Registrar) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps ZooKeeper in line with the desired registrations until ctx ends,
+// then deregisters everything (best effort) and closes the session.
+func (r *Registrar) Run(ctx context.Context) error {
+	if err := r.connect(); err != nil {
+		return err
+	}
+	defer r.shutdown()
+	t := time.NewTicker(r.cfg.VerifyInterval)
+	defer t.Stop()
+	for {
+		if err := r.reconcile(); err != nil {
+			r.log.Warn("serverset reconcile failed; will retry", "err", err)
+		}
+		r.maybeRebuild()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Registrar) connect() error {
+	conn, events, err := zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		return fmt.Errorf("failed to connect to zookeeper %v: %w", r.cfg.Servers, err)
+	}
+	if r.cfg.Digest != "" {
+		if err := conn.AddAuth("digest", []byte(r.cfg.Digest)); err != nil {
+			conn.Close()
+			return fmt.Errorf("failed to authenticate to zookeeper: %w", err)
+		}
+	}
+	r.connMu.Lock()
+	r.conn = conn
+	r.lastSession = time.Now()
+	r.connMu.Unlock()
+	go func() {
+		for ev := range events {
+			if ev.Type != zk.EventSession {
+				continue
+			}
+			if ev.State == zk.StateHasSession {
+				r.connMu.Lock()
+				r.lastSession = time.Now()
+				r.connMu.Unlock()
+			}
+			if ev.State == zk.StateHasSession || ev.State == zk.StateExpired {
+				r.log.Info("zookeeper session event", "state", ev.State.String())
+				r.poke()
+			}
+		}
+	}()
+	return nil
+}
+
+// maybeRebuild replaces a client that has had no session for twice the
+// session timeout: a server restarted with an empty data dir refuses the
+// client's zxid forever, and only a new client gets a session.
+func (r *Registrar) maybeRebuild() {
+	r.connMu.Lock()
+	conn := r.conn
+	stale := conn.State() != zk.StateHasSession && time.Since(r.lastSession) > 2*r.cfg.SessionTimeout
+	r.connMu.Unlock()
+	if !stale {
+		return
+	}
+	r.log.Warn("no zookeeper session for too long; rebuilding the client")
+	conn.Close()
+	if err := r.connect(); err != nil {
+		r.log.Warn("failed to rebuild zookeeper client", "err", err)
+	}
+}
+
+func (r *Registrar) current() *zk.Conn {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	return r.conn
+}
+
+func (r *Registrar) acl() []zk.ACL {
+	if r.cfg.Digest == "" {
+		return zk.WorldACL(zk.PermAll)
+	}
+	user, pass, _ := strings.Cut(r.cfg.Digest, ":")
+	return append(zk.DigestACL(zk.PermAll, user, pass), zk.WorldACL(zk.PermRead)...)
+}
+
+// reconcile makes ZooKeeper hold exactly the desired registrations, each
+// in a znode owned by the current session with the current data.
+func (r *Registrar) reconcile() error {
+	conn := r.current()
+	if conn.State() != zk.StateHasSession {
+		return fmt.Errorf("no zookeeper session (state %s)", conn.State())
+	}
+	session := conn.SessionID()
+	r.mu.Lock()
+	desired := make(map[string]Registration, len(r.desired))
+	for k, v := range r.desired {
+		desired[k] = v
+	}
+	actual := make(map[string]registered, len(r.actual))
+	for k, v := range r.actual {
+		actual[k] = v
+	}
+	r.mu.Unlock()
+
+	var errs []error
+	for key, a := range actual {
+		if _, ok := desired[key]; ok {
+			continue
+		}
+		if err := conn.Delete(a.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			errs = append(errs, fmt.Errorf("failed to deregister %s: %w", a.path, err))
+			continue
+		}
+		r.forget(key, true)
+	}
+	for key, reg := range desired {
+		data, err := reg.data()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if a, ok := actual[key]; ok {
+			ok, err := r.owned(conn, a.path, session)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok && bytes.Equal(a.data, data) {
+				continue // registered, ours, current: nothing to do
+			}
+			// Stale (a dead session's znode, or old data): replace it.
+			if err := conn.Delete(a.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				errs = append(errs, fmt.Errorf("failed to remove stale %s: %w", a.path, err))
+				continue
+			}
+			r.forget(key, ok)
+		}
+		p, err := r.create(conn, reg, data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.mu.Lock()
+		r.actual[key] = registered{path: p, data: data, reg: reg}
+		r.writes++
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Registrar) forget(key string, deleted bool) {
+	r.mu.Lock()
+	delete(r.actual, key)
+	if deleted {
+		r.writes++
+	}
+	r.mu.Unlock()
+}
+
+// owned reports whether the znode exists and belongs to session.
+func (r *Registrar) owned(conn *zk.Conn, p string, session int64) (bool, error) {
+	ok, stat, err := conn.Exists(p)
+	if err != nil { // Exists can return true with an error: trust the error
+		return false, fmt.Errorf("failed to check %s: %w", p, err)
+	}
+	return ok && stat.EphemeralOwner == session, nil
+}
+
+func (r *Registrar) create(conn *zk.Conn, reg Registration, data []byte) (string, error) {
+	dir := reg.Dir(r.cfg.Root)
+	p, err := conn.Create(path.Join(dir, "member_"), data, zk.FlagEphemeral|zk.FlagSequence, r.acl())
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := r.ensureDir(conn, dir); err != nil {
+			return "", err
+		}
+		p, err = conn.Create(path.Join(dir, "member_"), data, zk.FlagEphemeral|zk.FlagSequence, r.acl())
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to register in %s: %w", dir, err)
+	}
+	return p, nil
+}
+
+// ensureDir creates the persistent parents of a serverset.
+func (r *Registrar) ensureDir(conn *zk.Conn, dir string) error {
+	cur := ""
+	for _, part := range strings.Split(strings.Trim(dir, "/"), "/") {
+		cur += "/" + part
+		_, err := conn.Create(cur, nil, 0, r.acl())
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("failed to create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// shutdown deregisters everything (so clients stop sending at once, not
+// after the session times out) and closes the session.
+func (r *Registrar) shutdown() {
+	r.mu.Lock()
+	r.desired = map[string]Registration{}
+	r.mu.Unlock()
+	if err := r.reconcile(); err != nil {
+		r.log.Warn("deregistration on shutdown incomplete", "err", err)
+	}
+	r.current().Close()
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}

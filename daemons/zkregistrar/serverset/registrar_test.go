@@ -1,0 +1,197 @@
+package serverset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
+)
+
+const digest = "trellis-registrar:s3cret"
+
+func member(host string, port int) Registration {
+	return Registration{Service: "web", Env: "prod", Member: Member{ServiceEndpoint: Endpoint{Host: host, Port: port}}}
+}
+
+func startRegistrar(t *testing.T, servers []string, timeout time.Duration) (*Registrar, context.CancelFunc, chan error) {
+	t.Helper()
+	r := New(Config{Servers: servers, SessionTimeout: timeout, VerifyInterval: 500 * time.Millisecond, Digest: digest})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, cancel, done
+}
+
+// members reads a serverset with a separate client, as service clients do.
+func members(t *testing.T, servers []string, dir string) []string {
+	t.Helper()
+	c, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	names, _, err := c.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	var out []string
+	for _, n := range names {
+		data, _, err := c.Get(dir + "/" + n)
+		if err != nil {
+			continue
+		}
+		m, err := ParseMember(data)
+		if err != nil {
+			t.Fatalf("member %s: %v", n, err)
+		}
+		out = append(out, fmt.Sprintf("%s:%d/%s", m.ServiceEndpoint.Host, m.ServiceEndpoint.Port, m.Status))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+func equal(a []string, b ...string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestIntegrationRegisterDeregister(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r, cancel, done := startRegistrar(t, zks.Addrs(), 4*time.Second)
+	for i, host := range []string{"10.1.0.1", "10.1.0.2", "10.1.0.3"} {
+		if err := r.Set(fmt.Sprintf("pod-%d", i), member(host, 8080)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := "/discovery/web/prod"
+	eventually(t, "three members", 10*time.Second, func() bool {
+		return equal(members(t, zks.Addrs(), dir), "10.1.0.1:8080/ALIVE", "10.1.0.2:8080/ALIVE", "10.1.0.3:8080/ALIVE")
+	})
+
+	// An independent client (python3-kazoo) reads the same serverset.
+	script := `import json, sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+out = []
+for c in zk.get_children(sys.argv[2]):
+    d, _ = zk.get(sys.argv[2] + "/" + c)
+    m = json.loads(d)
+    out.append("%s:%d" % (m["serviceEndpoint"]["host"], m["serviceEndpoint"]["port"]))
+print(json.dumps(sorted(out))); zk.stop()`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, zks.Addrs()[0], dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kazoo: %v\n%s", err, out)
+	}
+	var got []string
+	if err := json.Unmarshal(out, &got); err != nil || !equal(got, "10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080") {
+		t.Fatalf("kazoo read %s (%v)", out, err)
+	}
+
+	// Only the registrar's credentials may change the serverset.
+	c, _, err := zk.Connect(zks.Addrs(), 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, p := range r.Registered() {
+		if err := c.Delete(p, -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("unauthenticated delete of %s: want ErrNoAuth, got %v", p, err)
+		}
+		break
+	}
+
+	r.Remove("pod-1")
+	eventually(t, "pod-1 gone", 10*time.Second, func() bool {
+		return equal(members(t, zks.Addrs(), dir), "10.1.0.1:8080/ALIVE", "10.1.0.3:8080/ALIVE")
+	})
+	if w := r.Writes(); w != 4 {
+		t.Errorf("writes = %d, want 4 (3 creates, 1 delete)", w)
+	}
+	// Shutting down deregisters at once, not after the session timeout.
+	cancel()
+	<-done
+	done <- nil
+	if got := members(t, zks.Addrs(), dir); len(got) != 0 {
+		t.Errorf("after shutdown: %v", got)
+	}
+}
+
+func TestIntegrationSessionExpiry(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r, _, _ := startRegistrar(t, zks.Addrs(), 3*time.Second)
+	for i := range 3 {
+		if err := r.Set(fmt.Sprintf("pod-%d", i), member(fmt.Sprintf("10.2.0.%d", i), 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := "/discovery/web/prod"
+	eventually(t, "registered", 10*time.Second, func() bool { return len(members(t, zks.Addrs(), dir)) == 3 })
+	before := r.Registered()
+
+	// The server is gone longer than the session timeout: the session
+	// expires, and the members must come back under a new one, once each.
+	zks.Kill(0)
+	time.Sleep(5 * time.Second)
+	zks.StartServer(0)
+	zks.WaitServing(0, 30*time.Second)
+	start := time.Now()
+	eventually(t, "re-registered under a new session", 30*time.Second, func() bool {
+		after := r.Registered()
+		return len(after) == 3 && after["pod-0"] != before["pod-0"] && len(members(t, zks.Addrs(), dir)) == 3
+	})
+	t.Logf("re-registered %s after the server returned", time.Since(start).Round(10*time.Millisecond))
+	time.Sleep(time.Second)
+	if got := members(t, zks.Addrs(), dir); len(got) != 3 {
+		t.Errorf("want exactly 3 members, got %v", got)
+	}
+}
+
+func TestIntegrationWipedServer(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r, _, _ := startRegistrar(t, zks.Addrs(), 2*time.Second)
+	if err := r.Set("pod-0", member("10.3.0.1", 7000)); err != nil {
+		t.Fatal(err)
+	}
+	dir := "/discovery/web/prod"
+	eventually(t, "registered", 10*time.Second, func() bool { return len(members(t, zks.Addrs(), dir)) == 1 })
+	// The server comes back with no data: it refuses the client's zxid until
+	// the registrar builds a new client.
+	zks.Kill(0)
+	zks.Wipe(0)
+	zks.StartServer(0)
+	zks.WaitServing(0, 30*time.Second)
+	eventually(t, "registered again on the wiped server", 30*time.Second, func() bool {
+		return equal(members(t, zks.Addrs(), dir), "10.3.0.1:7000/ALIVE")
+	})
+}
