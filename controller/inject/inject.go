@@ -3,7 +3,6 @@ package inject
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -247,11 +246,12 @@ func fieldRef(path string) *corev1.EnvVarSource {
 	return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
 }
 
+// portsAnnotation lists name:port in declaration order; the first is the
+// service's primary endpoint.
 func portsAnnotation(ports []v1alpha1.Port) string {
 	parts := make([]string, 0, len(ports))
 	for _, p := range ports {
 		parts = append(parts, fmt.Sprintf("%s:%d", p.Name, p.Port))
 	}
-	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }

@@ -47,6 +47,9 @@ type Registrar struct {
 	lastSession time.Time
 	// Writes counts create and delete requests (for benchmarks and tests).
 	writes int64
+	// adopted: serverset dirs already swept for our own stale members in a
+	// session (dir -> session id).
+	adopted map[string]int64
 }
 
 type registered struct {
@@ -69,7 +72,7 @@ func New(cfg Config) *Registrar {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Registrar{cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{}, kick: make(chan struct{}, 1)}
+	return &Registrar{cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{}, kick: make(chan struct{}, 1), adopted: map[string]int64{}}
 }
 
 // Set declares that key should be registered as reg.
@@ -291,6 +294,7 @@ func (r *Registrar) owned(conn *zk.Conn, p string, session int64) (bool, error) 
 
 func (r *Registrar) create(conn *zk.Conn, reg Registration, data []byte) (string, error) {
 	dir := reg.Dir(r.cfg.Root)
+	r.sweep(conn, dir)
 	p, err := conn.Create(path.Join(dir, "member_"), data, zk.FlagEphemeral|zk.FlagSequence, r.acl())
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := r.ensureDir(conn, dir); err != nil {
@@ -302,6 +306,47 @@ func (r *Registrar) create(conn *zk.Conn, reg Registration, data []byte) (string
 		return "", fmt.Errorf("failed to register in %s: %w", dir, err)
 	}
 	return p, nil
+}
+
+// sweep deletes, once per directory and session, members that carry data we
+// register but belong to another (dead) session: what a restarted process
+// left behind, which would otherwise linger until its session times out.
+func (r *Registrar) sweep(conn *zk.Conn, dir string) {
+	session := conn.SessionID()
+	r.mu.Lock()
+	done := r.adopted[dir] == session
+	ours := map[string]bool{}
+	for _, reg := range r.desired {
+		if reg.Dir(r.cfg.Root) == dir {
+			if d, err := reg.data(); err == nil {
+				ours[string(d)] = true
+			}
+		}
+	}
+	r.mu.Unlock()
+	if done {
+		return
+	}
+	children, _, err := conn.Children(dir)
+	if err != nil {
+		return // no dir yet, or a transient error: nothing to sweep now
+	}
+	for _, c := range children {
+		p := path.Join(dir, c)
+		data, stat, err := conn.Get(p)
+		if err != nil || stat.EphemeralOwner == session || !ours[string(data)] {
+			continue
+		}
+		if err := conn.Delete(p, -1); err == nil {
+			r.log.Info("removed a stale member left by another session", "path", p)
+			r.mu.Lock()
+			r.writes++
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	r.adopted[dir] = session
+	r.mu.Unlock()
 }
 
 // ensureDir creates the persistent parents of a serverset.
