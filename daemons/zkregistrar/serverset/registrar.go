@@ -377,3 +377,10 @@ func (r *Registrar) shutdown() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
+
+// HasSession reports whether the client currently has a ZooKeeper session.
+func (r *Registrar) HasSession() bool {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	return r.conn != nil && r.conn.State() == zk.StateHasSession
+}

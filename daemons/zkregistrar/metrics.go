@@ -1,0 +1,44 @@
+package zkregistrar
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+)
+
+// Metrics of the registrar daemon.
+type Metrics struct {
+	Registrations prometheus.GaugeFunc
+	Writes        prometheus.CounterFunc
+	Session       prometheus.GaugeFunc
+}
+
+// NewMetrics exposes a registrar's state; Register adds them to a registry.
+func NewMetrics(r *serverset.Registrar) *Metrics {
+	return &Metrics{
+		Registrations: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trellis_zk_registrar_registrations", Help: "Serverset members registered by this process.",
+		}, func() float64 { return float64(len(r.Registered())) }),
+		Writes: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trellis_zk_registrar_writes_total", Help: "ZooKeeper create and delete requests sent.",
+		}, func() float64 { return float64(r.Writes()) }),
+		Session: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trellis_zk_registrar_session_connected", Help: "1 while the ZooKeeper client has a session.",
+		}, func() float64 {
+			if r.HasSession() {
+				return 1
+			}
+			return 0
+		}),
+	}
+}
+
+// Register adds the metrics to reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
