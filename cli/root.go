@@ -13,6 +13,7 @@ import (
 	"github.com/trellis-dev/trellis/cli/cluster"
 	"github.com/trellis-dev/trellis/cli/internal/logs"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	zkcmd "github.com/trellis-dev/trellis/cli/zk"
 )
 
 // Streams are the command's standard streams.
@@ -41,7 +42,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), zkcmd.NewCommand(s))
 	return cmd
 }
 
