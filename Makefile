@@ -43,9 +43,10 @@ e2e: ## Run end-to-end tests on a kind cluster (lands with the local-cluster iss
 BENCH_N ?= 1000
 
 .PHONY: bench
-bench: tools ## Run benchmarks and print their numbers (controller: BENCH_N TrellisServices vs native)
+bench: tools ## Run benchmarks and print their numbers (controller vs native; ZooKeeper registration latency)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./bench/controller -n $(BENCH_N)
+	$(GO) run ./bench/zkregistrar -pods 110 -flips 400
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s
