@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
@@ -254,4 +255,18 @@ func portsAnnotation(ports []v1alpha1.Port) string {
 		parts = append(parts, fmt.Sprintf("%s:%d", p.Name, p.Port))
 	}
 	return strings.Join(parts, ",")
+}
+
+// ServicePorts are the Service ports of a workload's named ports (TCP unless
+// said otherwise), each targeting the same container port.
+func ServicePorts(ports []v1alpha1.Port) []corev1.ServicePort {
+	out := make([]corev1.ServicePort, 0, len(ports))
+	for _, port := range ports {
+		proto := port.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		out = append(out, corev1.ServicePort{Name: port.Name, Port: port.Port, Protocol: proto, TargetPort: intstr.FromInt32(port.Port)})
+	}
+	return out
 }

@@ -69,13 +69,7 @@ func TranslateStatefulSet(s *v1alpha1.TrellisStatefulSet, p *inject.Profile) ([]
 			PublishNotReadyAddresses: true,
 		},
 	}
-	for _, port := range s.Spec.Ports {
-		proto := port.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: port.Name, Port: port.Port, Protocol: proto, TargetPort: intstr.FromInt32(port.Port)})
-	}
+	svc.Spec.Ports = inject.ServicePorts(s.Spec.Ports)
 	pdb := &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
 		ObjectMeta: objectMeta(s, gvk(StatefulSetKind), StatefulSetKind, s.Name, svcName),

@@ -85,13 +85,7 @@ func Translate(ts *v1alpha1.TrellisService, p *inject.Profile) ([]client.Object,
 			Selector: inject.SelectorLabels(Kind, ts.Name),
 		},
 	}
-	for _, port := range ts.Spec.Ports {
-		proto := port.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: port.Name, Port: port.Port, Protocol: proto, TargetPort: intstr.FromInt32(port.Port)})
-	}
+	svc.Spec.Ports = inject.ServicePorts(ts.Spec.Ports)
 	objs = append(objs, svc)
 
 	// By default at most 25% of the pods may be disrupted at once, rounded
