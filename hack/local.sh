@@ -27,6 +27,7 @@ echo "==> Creating prod-us-east-1 in ${state} against kops's AWS fake"
 tail -n 1 "${work}/create.log" | sed 's/^/    /'
 
 cpdir="${work}/controlplane"
+if [[ -f "${cpdir}/controller.pid" ]]; then kill "$(cat "${cpdir}/controller.pid")" 2>/dev/null || true; fi
 if [[ -f "${cpdir}/pid" ]] && kill -0 "$(cat "${cpdir}/pid")" 2>/dev/null; then
   echo "==> Stopping the previous local control plane"
   kill "$(cat "${cpdir}/pid")"; while kill -0 "$(cat "${cpdir}/pid")" 2>/dev/null; do sleep 0.2; done
@@ -46,6 +47,20 @@ export KUBECONFIG="${cpdir}/admin.kubeconfig"
 "${bin}/kubectl" version | sed 's/^/    /'
 
 
+echo "==> Installing the workload CRDs and running trellis-controller against it"
+"${bin}/kubectl" apply --server-side -f "${root}/config/crd/" | sed 's/^/    /'
+"${bin}/kubectl" wait --for=condition=Established --timeout=60s crd --all >/dev/null
+"${bin}/kubectl" create namespace trellis-system --dry-run=client -o yaml | "${bin}/kubectl" apply -f - >/dev/null
+KUBECONFIG="${KUBECONFIG}" nohup "${root}/bin/trellis-controller" --leader-elect=false --webhook-port=0 \
+  --metrics-bind-address=0 --health-probe-bind-address=0 >"${cpdir}/trellis-controller.log" 2>&1 &
+echo $! >"${cpdir}/controller.pid"
+"${bin}/kubectl" apply -f "${root}/config/samples/" | sed 's/^/    /'
+for _ in $(seq 1 100); do
+  "${bin}/kubectl" get deployment hello -n default >/dev/null 2>&1 && break
+  sleep 0.2
+done
+"${bin}/kubectl" get trellisservices,deployments,services,pdb -n default | sed 's/^/    /'
+
 echo "==> trellis cluster validate -f clusters/local.yaml (no nodes or addons yet: expected to fail)"
 "${trellis}" cluster validate -f "${root}/clusters/local.yaml" || true
 
@@ -54,7 +69,8 @@ cat <<MSG
 A control plane is running:
   export KUBECONFIG=${KUBECONFIG}
   kubectl get ns
-Stop it with: kill \$(cat ${cpdir}/pid)
+trellis-controller reconciles the sample TrellisService (config/samples).
+Stop both with: kill \$(cat ${cpdir}/controller.pid) \$(cat ${cpdir}/pid)
 
 Not yet built: the kind cluster with nodes, pod networking and the Trellis
 addons (trellis local up). See README.md.
