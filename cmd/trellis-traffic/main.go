@@ -1,0 +1,104 @@
+// Command trellis-traffic is the traffic sidecar: it registers its pod in
+// the ZooKeeper serverset while the app passes its health check, and on
+// SIGTERM deregisters, drains, then exits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/sidecars/traffic"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-traffic: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	service := flag.String("service", os.Getenv("TRELLIS_SERVICE"), "serverset service")
+	env := flag.String("env", os.Getenv("TRELLIS_ENV"), "serverset environment")
+	ports := flag.String("ports", "", "name:port,... (the first is the service endpoint)")
+	host := flag.String("host", os.Getenv("TRELLIS_POD_IP"), "address clients use")
+	check := flag.String("check", "", "health check: http://host:port/path or tcp://host:port (default: tcp to the first port)")
+	servers := flag.String("zookeeper", "", "comma-separated ZooKeeper ensemble")
+	root := flag.String("root", "/discovery", "znode under which serversets live")
+	digestFile := flag.String("digest-file", "", "file holding user:password for the serverset ACL")
+	drain := flag.Duration("drain", 5*time.Second, "wait after deregistering before exiting")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "traffic", "service", *service)
+
+	named := map[string]serverset.Endpoint{}
+	var first string
+	for _, np := range strings.Split(*ports, ",") {
+		name, p, ok := strings.Cut(np, ":")
+		n, err := strconv.Atoi(p)
+		if !ok || err != nil {
+			return fmt.Errorf("bad --ports entry %q", np)
+		}
+		named[name] = serverset.Endpoint{Host: *host, Port: n}
+		if first == "" {
+			first = name
+		}
+	}
+	if first == "" {
+		return fmt.Errorf("--ports is required")
+	}
+	var c traffic.Check
+	switch {
+	case strings.HasPrefix(*check, "http://"), strings.HasPrefix(*check, "https://"):
+		c = traffic.HTTPCheck(*check, time.Second)
+	case strings.HasPrefix(*check, "tcp://"):
+		c = traffic.TCPCheck(strings.TrimPrefix(*check, "tcp://"), time.Second)
+	case *check == "":
+		c = traffic.TCPCheck(fmt.Sprintf("127.0.0.1:%d", named[first].Port), time.Second)
+	default:
+		return fmt.Errorf("bad --check %q", *check)
+	}
+	digest := ""
+	if *digestFile != "" {
+		b, err := os.ReadFile(*digestFile)
+		if err != nil {
+			return err
+		}
+		digest = strings.TrimSpace(string(b))
+	}
+	reg := serverset.New(serverset.Config{Servers: strings.Split(*servers, ","), Root: *root, Digest: digest, Logger: log})
+	s, err := traffic.New(traffic.Config{
+		Check: c, Registry: reg, Key: "self", Drain: *drain, Logger: log,
+		Registration: serverset.Registration{Service: *service, Env: *env, Member: serverset.Member{ServiceEndpoint: named[first], AdditionalEndpoints: named}},
+	})
+	if err != nil {
+		return err
+	}
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The registrar outlives the sidecar loop so the final deregistration
+	// reaches ZooKeeper before the session closes.
+	regCtx, regCancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return reg.Run(regCtx) })
+	err = s.Run(sig)
+	regCancel()
+	return errorsJoin(err, g.Wait())
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
