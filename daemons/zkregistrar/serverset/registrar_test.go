@@ -195,3 +195,53 @@ func TestIntegrationWipedServer(t *testing.T) {
 		return equal(members(t, zks.Addrs(), dir), "10.3.0.1:7000/ALIVE")
 	})
 }
+
+// TestIntegrationEnsembleFaults: kill -9 the leader of a 3-node ensemble,
+// then stop the whole ensemble longer than the session timeout and start it
+// again; each time ZooKeeper ends up holding exactly the registered members.
+func TestIntegrationEnsembleFaults(t *testing.T) {
+	zks := zktest.Start(t, 3)
+	r, _, _ := startRegistrar(t, zks.Addrs(), 3*time.Second)
+	want := []string{}
+	for i := range 5 {
+		host := fmt.Sprintf("10.6.0.%d", i)
+		if err := r.Set(fmt.Sprintf("pod-%d", i), member(host, 80)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, host+":80/ALIVE")
+	}
+	sort.Strings(want)
+	dir := "/discovery/web/prod"
+	exactly := func(what string, bound time.Duration) {
+		t.Helper()
+		start := time.Now()
+		eventually(t, what, bound, func() bool { return equal(members(t, zks.Addrs(), dir), want...) })
+		t.Logf("%s: converged in %s", what, time.Since(start).Round(10*time.Millisecond))
+	}
+	exactly("registered", 10*time.Second)
+
+	leader := zks.Leader()
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	zks.Kill(leader)
+	exactly("after killing the leader", 20*time.Second)
+	zks.StartServer(leader)
+	zks.WaitServing(leader, 30*time.Second)
+
+	for i := range zks.Servers {
+		zks.Kill(i)
+	}
+	time.Sleep(5 * time.Second) // longer than the 3s session timeout
+	for i := range zks.Servers {
+		zks.StartServer(i)
+	}
+	for i := range zks.Servers {
+		zks.WaitServing(i, 60*time.Second)
+	}
+	exactly("after the whole ensemble was down past the session timeout", 30*time.Second)
+	time.Sleep(2 * time.Second)
+	if got := members(t, zks.Addrs(), dir); !equal(got, want...) {
+		t.Errorf("not exactly the registered members after settling: %v", got)
+	}
+}
