@@ -303,9 +303,33 @@ func (r *Registrar) create(conn *zk.Conn, reg Registration, data []byte) (string
 		p, err = conn.Create(path.Join(dir, "member_"), data, zk.FlagEphemeral|zk.FlagSequence, r.acl())
 	}
 	if err != nil {
+		// The create may have succeeded even though its answer was lost
+		// (a connection loss mid-request): adopt our own znode rather than
+		// create a second member with the same data.
+		if found := r.findOwn(conn, dir, data); found != "" {
+			return found, nil
+		}
 		return "", fmt.Errorf("failed to register in %s: %w", dir, err)
 	}
 	return p, nil
+}
+
+// findOwn returns a member of dir holding data and owned by the current
+// session, if there is one.
+func (r *Registrar) findOwn(conn *zk.Conn, dir string, data []byte) string {
+	session := conn.SessionID()
+	children, _, err := conn.Children(dir)
+	if err != nil {
+		return ""
+	}
+	for _, c := range children {
+		p := path.Join(dir, c)
+		d, stat, err := conn.Get(p)
+		if err == nil && stat.EphemeralOwner == session && bytes.Equal(d, data) {
+			return p
+		}
+	}
+	return ""
 }
 
 // sweep deletes, once per directory and session, members that carry data we
