@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -68,13 +69,9 @@ func run() error {
 	default:
 		return fmt.Errorf("bad --check %q", *check)
 	}
-	digest := ""
-	if *digestFile != "" {
-		b, err := os.ReadFile(*digestFile)
-		if err != nil {
-			return err
-		}
-		digest = strings.TrimSpace(string(b))
+	digest, err := serverset.ReadDigest(*digestFile)
+	if err != nil {
+		return err
 	}
 	reg := serverset.New(serverset.Config{Servers: strings.Split(*servers, ","), Root: *root, Digest: digest, Logger: log})
 	s, err := traffic.New(traffic.Config{
@@ -93,12 +90,5 @@ func run() error {
 	g.Go(func() error { return reg.Run(regCtx) })
 	err = s.Run(sig)
 	regCancel()
-	return errorsJoin(err, g.Wait())
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return errors.Join(err, g.Wait())
 }

@@ -60,13 +60,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	digest := ""
-	if *digestFile != "" {
-		b, err := os.ReadFile(*digestFile)
-		if err != nil {
-			return err
-		}
-		digest = strings.TrimSpace(string(b))
+	digest, err := serverset.ReadDigest(*digestFile)
+	if err != nil {
+		return err
 	}
 	reg := serverset.New(serverset.Config{Servers: strings.Split(*servers, ","), Root: *root, SessionTimeout: *timeout, Digest: digest, Logger: log})
 	d, err := zkregistrar.New(zkregistrar.Config{NodeName: *node, Client: client, Registrar: reg, Logger: log})

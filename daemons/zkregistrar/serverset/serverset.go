@@ -15,6 +15,7 @@ package serverset
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 )
@@ -78,4 +79,17 @@ func ParseMember(data []byte) (Member, error) {
 		return m, fmt.Errorf("invalid serverset member: %w", err)
 	}
 	return m, nil
+}
+
+// ReadDigest reads "user:password" digest credentials from a file ("" for
+// no file: no ACL).
+func ReadDigest(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("failed to read zookeeper credentials: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
