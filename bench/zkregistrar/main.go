@@ -15,7 +15,6 @@ import (
 	"path"
 	"sort"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -33,19 +32,13 @@ func main() {
 	pods := flag.Int("pods", 110, "pods on the node")
 	flips := flag.Int("flips", 400, "Ready/NotReady transitions to time")
 	flag.Parse()
-	// The ZooKeeper harness is a test helper; run it under a stand-in T.
-	testing.Init()
-	res := testing.Benchmark(func(b *testing.B) {
-		b.N = 1
-		if err := run(b, *pods, *flips); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			os.Exit(1)
-		}
-	})
-	_ = res
+	if err := run(*pods, *flips); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
 }
 
-func run(b *testing.B, nPods, flips int) error {
+func run(nPods, flips int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir, err := os.MkdirTemp("", "trellis-zkbench-")
@@ -58,7 +51,9 @@ func run(b *testing.B, nPods, flips int) error {
 		return err
 	}
 	defer cp.Stop()
-	zks := zktest.Start(b, 1)
+	h := &zktest.Standalone{}
+	defer h.Close()
+	zks := zktest.Start(h, 1)
 	c := cp.Client
 	for i := range nPods {
 		p := &corev1.Pod{

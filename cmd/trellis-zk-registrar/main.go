@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +43,10 @@ func run() error {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	addr := flag.String("listen", ":9102", "address of /metrics, /healthz and /readyz")
 	timeout := flag.Duration("session-timeout", 10*time.Second, "ZooKeeper session timeout")
+	createRate := flag.Float64("create-rate", 100, "member creations per second (churn limit)")
+	createBurst := flag.Int("create-burst", 110, "member creations allowed at once")
+	jitter := flag.Duration("reregister-jitter", 2*time.Second, "spread re-registration after a session expiry over up to this long (negative: none)")
+	verify := flag.Duration("verify-interval", 5*time.Second, "how often to check that every member znode exists and is ours")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "zk-registrar", "node", *node)
 
@@ -64,7 +69,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	reg := serverset.New(serverset.Config{Servers: strings.Split(*servers, ","), Root: *root, SessionTimeout: *timeout, Digest: digest, Logger: log})
+	reg := serverset.New(serverset.Config{
+		Servers: strings.Split(*servers, ","), Root: *root, SessionTimeout: *timeout, VerifyInterval: *verify, Digest: digest,
+		CreateRate: rate.Limit(*createRate), CreateBurst: *createBurst, ReregisterJitter: *jitter, Logger: log,
+	})
 	d, err := zkregistrar.New(zkregistrar.Config{NodeName: *node, Client: client, Registrar: reg, Logger: log})
 	if err != nil {
 		return err

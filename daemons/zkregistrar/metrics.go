@@ -11,6 +11,8 @@ type Metrics struct {
 	Registrations prometheus.GaugeFunc
 	Writes        prometheus.CounterFunc
 	Session       prometheus.GaugeFunc
+	Lag           prometheus.GaugeFunc
+	Throttled     prometheus.CounterFunc
 }
 
 // NewMetrics exposes a registrar's state; Register adds them to a registry.
@@ -30,12 +32,18 @@ func NewMetrics(r *serverset.Registrar) *Metrics {
 			}
 			return 0
 		}),
+		Lag: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trellis_zk_registrar_reconcile_lag_seconds", Help: "How long ZooKeeper has differed from the desired registrations (0 when in sync).",
+		}, func() float64 { return r.Lag().Seconds() }),
+		Throttled: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trellis_zk_registrar_throttled_total", Help: "Reconcile passes that deferred creations to the churn rate limit or re-registration jitter.",
+		}, func() float64 { return float64(r.Throttled()) }),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session} {
+	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

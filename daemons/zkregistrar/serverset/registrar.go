@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/time/rate"
 )
 
 // Config configures a Registrar; New applies defaults.
@@ -27,7 +29,18 @@ type Config struct {
 	// Digest is "user:password": member znodes are then writable only with
 	// these credentials and readable by all.
 	Digest string
-	Logger *slog.Logger
+	// CreateRate and CreateBurst limit member creations per second: a
+	// flapping pod or a mass re-registration after a session loss cannot
+	// flood the ensemble (defaults 100/s, burst 110, a node's pods).
+	// Deletions are never held back: a pod that cannot serve leaves at once.
+	CreateRate  rate.Limit
+	CreateBurst int
+	// ReregisterJitter spreads re-registration after a session expiry over
+	// a random delay up to this long, so that a fleet whose sessions expired
+	// together (an ensemble outage) does not come back in one burst
+	// (default 2s; negative disables).
+	ReregisterJitter time.Duration
+	Logger           *slog.Logger
 }
 
 // Registrar keeps ZooKeeper's serversets equal to the registrations set on it.
@@ -50,6 +63,16 @@ type Registrar struct {
 	// adopted: serverset dirs already swept for our own stale members in a
 	// session (dir -> session id).
 	adopted map[string]int64
+
+	limiter *rate.Limiter
+	// holdUntil delays creations after a session expiry (jitter).
+	holdUntil time.Time
+	// throttled counts creations deferred by the limiter or the jitter.
+	throttled int64
+	// dirtySince is when desired and actual state last started to differ
+	// (zero while they agree): the reconcile lag.
+	dirtySince time.Time
+	retry      *time.Timer
 }
 
 type registered struct {
@@ -72,7 +95,20 @@ func New(cfg Config) *Registrar {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Registrar{cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{}, kick: make(chan struct{}, 1), adopted: map[string]int64{}}
+	if cfg.CreateRate == 0 {
+		cfg.CreateRate = 100
+	}
+	if cfg.CreateBurst == 0 {
+		cfg.CreateBurst = 110
+	}
+	if cfg.ReregisterJitter == 0 {
+		cfg.ReregisterJitter = 2 * time.Second
+	}
+	return &Registrar{
+		cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{},
+		kick: make(chan struct{}, 1), adopted: map[string]int64{},
+		limiter: rate.NewLimiter(cfg.CreateRate, cfg.CreateBurst),
+	}
 }
 
 // Set declares that key should be registered as reg.
@@ -82,15 +118,43 @@ func (r *Registrar) Set(key string, reg Registration) error {
 	}
 	r.mu.Lock()
 	r.desired[key] = reg
+	r.markDirty()
 	r.mu.Unlock()
 	r.poke()
 	return nil
+}
+
+// markDirty records that desired state changed; r.mu is held.
+func (r *Registrar) markDirty() {
+	if r.dirtySince.IsZero() {
+		r.dirtySince = time.Now()
+	}
+}
+
+// Lag is how long desired and registered state have differed (0 when
+// ZooKeeper holds exactly the desired registrations).
+func (r *Registrar) Lag() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dirtySince.IsZero() {
+		return 0
+	}
+	return time.Since(r.dirtySince)
+}
+
+// Throttled is the number of reconcile passes that deferred creations to
+// the rate limit or the re-registration jitter.
+func (r *Registrar) Throttled() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.throttled
 }
 
 // Remove declares that key should not be registered.
 func (r *Registrar) Remove(key string) {
 	r.mu.Lock()
 	delete(r.desired, key)
+	r.markDirty()
 	r.mu.Unlock()
 	r.poke()
 }
@@ -168,6 +232,14 @@ func (r *Registrar) connect() error {
 				r.lastSession = time.Now()
 				r.connMu.Unlock()
 			}
+			if ev.State == zk.StateExpired {
+				r.mu.Lock()
+				r.markDirty() // every member is gone with the session
+				if j := r.cfg.ReregisterJitter; j > 0 {
+					r.holdUntil = time.Now().Add(rand.N(j))
+				}
+				r.mu.Unlock()
+			}
 			if ev.State == zk.StateHasSession || ev.State == zk.StateExpired {
 				r.log.Info("zookeeper session event", "state", ev.State.String())
 				r.poke()
@@ -229,6 +301,7 @@ func (r *Registrar) reconcile() error {
 	r.mu.Unlock()
 
 	var errs []error
+	var deferred time.Duration // > 0: some creations wait for the limiter
 	for key, a := range actual {
 		if _, ok := desired[key]; ok {
 			continue
@@ -261,6 +334,13 @@ func (r *Registrar) reconcile() error {
 			}
 			r.forget(key, ok)
 		}
+		if deferred > 0 {
+			continue // the limiter said wait: try again in the next pass
+		}
+		if wait := r.admitCreate(); wait > 0 {
+			deferred = wait
+			continue
+		}
 		p, err := r.create(conn, reg, data)
 		if err != nil {
 			errs = append(errs, err)
@@ -271,7 +351,57 @@ func (r *Registrar) reconcile() error {
 		r.writes++
 		r.mu.Unlock()
 	}
+	r.mu.Lock()
+	if deferred > 0 {
+		r.retryAfter(deferred)
+	} else if len(errs) == 0 && r.converged() {
+		r.dirtySince = time.Time{}
+	}
+	r.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// admitCreate returns 0 when a creation may go ahead now, or how long to
+// wait (re-registration jitter or the rate limit).
+func (r *Registrar) admitCreate() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := time.Until(r.holdUntil); d > 0 {
+		r.throttled++
+		return d
+	}
+	res := r.limiter.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		r.throttled++
+		return d
+	}
+	return 0
+}
+
+// retryAfter pokes the loop after d; r.mu is held.
+func (r *Registrar) retryAfter(d time.Duration) {
+	if r.retry != nil {
+		r.retry.Stop()
+	}
+	r.retry = time.AfterFunc(d, r.poke)
+}
+
+// converged reports whether actual matches desired key for key; r.mu is held.
+func (r *Registrar) converged() bool {
+	if len(r.actual) != len(r.desired) {
+		return false
+	}
+	for k, reg := range r.desired {
+		a, ok := r.actual[k]
+		if !ok {
+			return false
+		}
+		if d, err := reg.data(); err != nil || !bytes.Equal(d, a.data) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Registrar) forget(key string, deleted bool) {

@@ -247,3 +247,51 @@ func TestIntegrationEnsembleFaults(t *testing.T) {
 		t.Errorf("not exactly the registered members after settling: %v", got)
 	}
 }
+
+// TestIntegrationCreateRateLimit: a burst of registrations (what a session
+// loss on a full node produces) is spread at the configured rate, every
+// deferred creation still lands, and deregistrations are never held back.
+func TestIntegrationCreateRateLimit(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := New(Config{Servers: zks.Addrs(), SessionTimeout: 4 * time.Second, VerifyInterval: time.Minute,
+		CreateRate: 20, CreateBurst: 5, ReregisterJitter: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	const n = 45
+	start := time.Now()
+	for i := range n {
+		if err := r.Set(fmt.Sprintf("pod-%d", i), member(fmt.Sprintf("10.2.0.%d", i+1), 8080)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Lag() == 0 {
+		t.Error("Lag() = 0 right after 45 Sets, want > 0")
+	}
+	eventually(t, "45 members", 20*time.Second, func() bool { return len(members(t, zks.Addrs(), "/discovery/web/prod")) == n })
+	took := time.Since(start)
+	// 5 at once, then 40 at 20/s: about 2 s. Without the limit it takes
+	// well under 0.5 s here.
+	if took < 1500*time.Millisecond {
+		t.Errorf("45 creations took %s, want >= 1.5s at 20/s with burst 5", took)
+	}
+	if r.Throttled() == 0 {
+		t.Error("Throttled() = 0, want > 0")
+	}
+	if w := r.Writes(); w != n {
+		t.Errorf("writes = %d, want %d: deferral must not cost extra writes", w, n)
+	}
+	eventually(t, "lag back to 0", 5*time.Second, func() bool { return r.Lag() == 0 })
+	t.Logf("45 creations at 20/s took %s; %d passes deferred creations", took, r.Throttled())
+
+	start = time.Now()
+	for i := range n {
+		r.Remove(fmt.Sprintf("pod-%d", i))
+	}
+	eventually(t, "all members gone", 10*time.Second, func() bool { return len(members(t, zks.Addrs(), "/discovery/web/prod")) == 0 })
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("45 deregistrations took %s: deletions must not be rate limited", took)
+	}
+}

@@ -12,9 +12,18 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB the harness uses. *testing.T and *testing.B
+// satisfy it; bench commands pass their own (see Standalone).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 // Classpath runs Debian's ZooKeeper without its init scripts.
 const Classpath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
@@ -30,13 +39,13 @@ type Server struct {
 
 // Ensemble is a set of servers; a standalone server is an ensemble of one.
 type Ensemble struct {
-	t       testing.TB
+	t       TB
 	Servers []*Server
 }
 
 // Start runs n servers (1 = standalone) and waits until each serves. It
 // fails the test when ZooKeeper is not installed: CI installs it.
-func Start(t testing.TB, n int) *Ensemble {
+func Start(t TB, n int) *Ensemble {
 	t.Helper()
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Fatalf("ZooKeeper is not installed (apt-get install zookeeper): %v", err)
@@ -58,6 +67,8 @@ func Start(t testing.TB, n int) *Ensemble {
 			"dataDir=" + filepath.Join(s.Dir, "data"),
 			fmt.Sprintf("clientPort=%d", s.ClientPort), "clientPortAddress=127.0.0.1",
 			"admin.enableServer=false", "4lw.commands.whitelist=*", "maxSessionTimeout=60000",
+			// Fleet benchmarks open thousands of sessions from 127.0.0.1.
+			"maxClientCnxns=0",
 		}
 		if n > 1 {
 			cfg = append(cfg, quorum...)
@@ -183,7 +194,7 @@ func (e *Ensemble) Leader() int {
 	return -1
 }
 
-func freePorts(t testing.TB, n int) []int {
+func freePorts(t TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
@@ -199,4 +210,38 @@ func freePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
+}
+
+// Standalone is a TB for programs (bench commands): failures panic with the
+// message, and Close runs the cleanups and removes the temporary dirs.
+type Standalone struct {
+	cleanups []func()
+	dirs     []string
+}
+
+var _ TB = (*Standalone)(nil)
+
+func (s *Standalone) Helper()                   {}
+func (s *Standalone) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (s *Standalone) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+func (s *Standalone) Cleanup(f func())          { s.cleanups = append(s.cleanups, f) }
+
+// TempDir returns a new temporary directory removed by Close.
+func (s *Standalone) TempDir() string {
+	d, err := os.MkdirTemp("", "trellis-zk-")
+	if err != nil {
+		panic(err)
+	}
+	s.dirs = append(s.dirs, d)
+	return d
+}
+
+// Close runs the cleanups in reverse order and removes the temporary dirs.
+func (s *Standalone) Close() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+	for _, d := range s.dirs {
+		_ = os.RemoveAll(d)
+	}
 }
