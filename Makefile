@@ -43,10 +43,11 @@ e2e: ## Run end-to-end tests on a kind cluster (lands with the local-cluster iss
 BENCH_N ?= 1000
 
 .PHONY: bench
-bench: tools ## Run benchmarks and print their numbers (controller vs native; ZooKeeper registration latency)
+bench: tools ## Run benchmarks and print their numbers (controller vs native; ZooKeeper registration latency and fleet scale)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./bench/controller -n $(BENCH_N)
 	$(GO) run ./bench/zkregistrar -pods 110 -flips 400
+	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s

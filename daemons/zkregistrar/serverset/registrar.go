@@ -40,7 +40,11 @@ type Config struct {
 	// together (an ensemble outage) does not come back in one burst
 	// (default 2s; negative disables).
 	ReregisterJitter time.Duration
-	Logger           *slog.Logger
+	// BufferSize bounds the client's send and receive buffers (default:
+	// go-zookeeper's 1.5 MiB each). Processes holding thousands of
+	// sessions, like the fleet benchmark, set it lower.
+	BufferSize int
+	Logger     *slog.Logger
 }
 
 // Registrar keeps ZooKeeper's serversets equal to the registrations set on it.
@@ -208,7 +212,16 @@ func (r *Registrar) Run(ctx context.Context) error {
 }
 
 func (r *Registrar) connect() error {
-	conn, events, err := zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	// go-zookeeper's option type is unexported: choose between two calls.
+	var conn *zk.Conn
+	var events <-chan zk.Event
+	var err error
+	if n := r.cfg.BufferSize; n > 0 {
+		conn, events, err = zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}),
+			zk.WithMaxBufferSize(n), zk.WithMaxConnBufferSize(n))
+	} else {
+		conn, events, err = zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout, zk.WithLogInfo(false), zk.WithLogger(discardLogger{}))
+	}
 	if err != nil {
 		return fmt.Errorf("failed to connect to zookeeper %v: %w", r.cfg.Servers, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -148,22 +149,44 @@ func (e *Ensemble) Wipe(i int) {
 // Mode asks server i for its mode (standalone, leader, follower) with the
 // srvr four-letter word; "" when it does not serve.
 func (e *Ensemble) Mode(i int) string {
+	return e.Srvr(i)["Mode"]
+}
+
+// Zxid is server i's last transaction id (srvr's Zxid), or -1. Within one
+// leader epoch the difference of two readings is the number of write
+// transactions committed in between: an independent count of writes.
+func (e *Ensemble) Zxid(i int) int64 {
+	v, ok := e.Srvr(i)["Zxid"]
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(v, "0x"), 16, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Srvr returns server i's answer to the srvr four-letter word as fields
+// (Mode, Zxid, Connections, ...); empty when it does not serve.
+func (e *Ensemble) Srvr(i int) map[string]string {
+	out := map[string]string{}
 	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", e.Servers[i].ClientPort), time.Second)
 	if err != nil {
-		return ""
+		return out
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return ""
+		return out
 	}
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
-		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return strings.TrimSpace(m)
+		if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+			out[k] = strings.TrimSpace(v)
 		}
 	}
-	return ""
+	return out
 }
 
 // WaitServing waits until server i reports a mode.
