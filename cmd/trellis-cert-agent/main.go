@@ -1,0 +1,111 @@
+// Command trellis-cert-agent is the node agent of pod identities (a
+// DaemonSet with hostPID, so it can read the cgroups of callers).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trellis-dev/trellis/daemons/certs/agent"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-cert-agent: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	node := flag.String("node-name", os.Getenv("NODE_NAME"), "this node")
+	socket := flag.String("socket", "/run/trellis/cert-agent/agent.sock", "Unix socket served to pods")
+	issuer := flag.String("issuer", "https://trellis-cert-issuer.trellis-system.svc:8443", "issuer URL")
+	issuerID := flag.String("issuer-id", "", "SPIFFE ID the issuer must present (default spiffe://<trust-domain>/ns/trellis-system/sa/trellis-cert-issuer)")
+	trustDomain := flag.String("trust-domain", "", "trust domain")
+	bundle := flag.String("bundle", "/etc/trellis/trust-bundle/bundle.pem", "trust bundle (the trellis-trust-bundle ConfigMap)")
+	token := flag.String("token", "/var/run/secrets/trellis/token", "the agent's node-bound service-account token")
+	procRoot := flag.String("proc", "/proc", "the host's /proc")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
+	listen := flag.String("listen", ":9103", "address of /metrics, /healthz and /readyz")
+	podRate := flag.Float64("pod-rate", 1, "requests per second per pod")
+	podBurst := flag.Int("pod-burst", 5, "request burst per pod")
+	attestTimeout := flag.Duration("attest-timeout", 5*time.Second, "how long to wait for a new pod to reach the cache")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "cert-agent", "node", *node)
+
+	td, err := spiffeid.TrustDomainFromString(*trustDomain)
+	if err != nil {
+		return fmt.Errorf("--trust-domain: %w", err)
+	}
+	id := spiffeid.RequireFromSegments(td, "ns", "trellis-system", "sa", "trellis-cert-issuer")
+	if *issuerID != "" {
+		if id, err = spiffeid.FromString(*issuerID); err != nil {
+			return fmt.Errorf("--issuer-id: %w", err)
+		}
+	}
+	var cfg *rest.Config
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "trellis-cert-agent"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{
+		NodeName: *node, Client: client, IssuerURL: *issuer, IssuerTLS: agent.IssuerTLS(td, *bundle, id), TokenFile: *token,
+		ProcRoot: *procRoot, AttestTimeout: *attestTimeout, PodRate: rate.Limit(*podRate), PodBurst: *podBurst, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Collectors()...)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.HasSynced() {
+			http.Error(w, "pod cache not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { a.Run(ctx); return nil })
+	g.Go(func() error { return a.Serve(ctx, *socket) })
+	g.Go(func() error {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	return g.Wait()
+}

@@ -1,0 +1,135 @@
+// Command trellis-cert-issuer signs pod identity certificates for the node
+// agents (a Deployment; every replica signs, the leader publishes the trust
+// bundle to every namespace).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "trellis-cert-issuer: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	trustDomain := flag.String("trust-domain", "", "trust domain")
+	namespace := flag.String("namespace", "trellis-system", "namespace of the CA secret and the lease")
+	secret := flag.String("ca-secret", "trellis-ca", "Secret holding roots.pem, signer.pem and signer-key.pem")
+	ttl := flag.Duration("ttl", time.Hour, "lifetime of pod certificates")
+	agentSA := flag.String("agent-service-account", "trellis-cert-agent", "service account of the node agents (in --namespace)")
+	listen := flag.String("listen", ":8443", "TLS address agents call")
+	metrics := flag.String("metrics", ":9104", "address of /metrics, /healthz and /readyz")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
+	identity := flag.String("pod-name", os.Getenv("POD_NAME"), "this replica's name (leader election identity)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "cert-issuer")
+
+	td, err := spiffeid.TrustDomainFromString(*trustDomain)
+	if err != nil {
+		return fmt.Errorf("--trust-domain: %w", err)
+	}
+	var cfg *rest.Config
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "trellis-cert-issuer"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	f := informers.NewSharedInformerFactory(client, 10*time.Hour)
+	pods := f.Core().V1().Pods()
+	_ = pods.Informer()
+	is := issuer.New(issuer.Config{
+		TrustDomain: td, TTL: *ttl, Client: client, Pods: pods.Lister(), Logger: log,
+		AgentUsernames: []string{fmt.Sprintf("system:serviceaccount:%s:%s", *namespace, *agentSA)},
+	}, nil)
+	if err := is.WatchSecret(ctx, client, *namespace, *secret, time.Minute); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+
+	serving := is.NewServing(spiffeid.RequireFromSegments(td, "ns", *namespace, "sa", "trellis-cert-issuer"),
+		"trellis-cert-issuer."+*namespace+".svc", "trellis-cert-issuer."+*namespace+".svc.cluster.local")
+	srv := &http.Server{Addr: *listen, Handler: is, TLSConfig: tlsconfig.TLSServerConfig(serving), ReadHeaderTimeout: 5 * time.Second}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(is.Collectors()...)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	msrv := &http.Server{Addr: *metrics, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, *namespace, "trellis-cert-issuer", client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: *identity})
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		_ = msrv.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	g.Go(func() error {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			ReleaseOnCancel: true, Name: "trellis-cert-issuer",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) { is.PublishBundles(ctx, client, 10*time.Second) },
+				OnStoppedLeading: func() { log.Info("stopped leading") },
+			},
+		})
+		return nil
+	})
+	return g.Wait()
+}

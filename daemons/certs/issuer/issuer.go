@@ -1,0 +1,336 @@
+// Package issuer signs pod identity certificates for node agents. An agent
+// authenticates with its service-account token; the token review names the
+// node its pod runs on, and the issuer signs only for pods bound to that
+// node. The identity (SPIFFE ID, DNS names) is derived from the pod object,
+// never from the request.
+package issuer
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"golang.org/x/time/rate"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/daemons/certs/api"
+	"github.com/trellis-dev/trellis/daemons/certs/ca"
+)
+
+// NodeNameExtra is the token-review extra that names the node of the pod a
+// bound service-account token was issued for.
+const NodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// Config configures an Issuer.
+type Config struct {
+	TrustDomain spiffeid.TrustDomain
+	// TTL of leaf certificates (default 1h).
+	TTL time.Duration
+	// Backdate of NotBefore, for peers with slow clocks (default 5m).
+	Backdate time.Duration
+	// ClusterDomain of service DNS names (default cluster.local).
+	ClusterDomain string
+	// AgentUsernames are the service accounts allowed to ask, e.g.
+	// system:serviceaccount:trellis-system:trellis-cert-agent.
+	AgentUsernames []string
+	Client         kubernetes.Interface
+	// Pods, when set, is consulted before the apiserver.
+	Pods corelisters.PodLister
+	// NodeRate limits signatures per node (default 200/s, burst 400).
+	NodeRate  rate.Limit
+	NodeBurst int
+	Logger    *slog.Logger
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Issuer serves SignPath.
+type Issuer struct {
+	cfg   Config
+	state atomic.Pointer[ca.State]
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	reviews  map[[32]byte]review
+	limiters map[string]*rate.Limiter
+
+	issued  prometheus.Counter
+	refused *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+type review struct {
+	node    string
+	err     error
+	expires time.Time
+}
+
+// New returns an issuer signing with state.
+func New(cfg Config, state *ca.State) *Issuer {
+	if cfg.TTL == 0 {
+		cfg.TTL = time.Hour
+	}
+	if cfg.Backdate == 0 {
+		cfg.Backdate = 5 * time.Minute
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.NodeRate == 0 {
+		cfg.NodeRate, cfg.NodeBurst = 200, 400
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	is := &Issuer{
+		cfg: cfg, log: cfg.Logger, reviews: map[[32]byte]review{}, limiters: map[string]*rate.Limiter{},
+		issued: prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_cert_issuer_issued_total", Help: "Certificates issued."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_cert_issuer_refused_total", Help: "Requests refused, by reason."},
+			[]string{"reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "trellis_cert_issuer_sign_seconds", Help: "Time to answer a sign request.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+	}
+	is.state.Store(state)
+	return is
+}
+
+// Collectors are the issuer's metrics.
+func (is *Issuer) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{is.issued, is.refused, is.latency}
+}
+
+// SetState replaces the authority (CA rotation); requests in flight finish
+// with the old one.
+func (is *Issuer) SetState(s *ca.State) {
+	if old := is.state.Load(); old != nil && old.Equal(s) {
+		return
+	}
+	is.state.Store(s)
+	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", ca.Fingerprint(s.Signer.Cert))
+}
+
+// State is the current authority.
+func (is *Issuer) State() *ca.State { return is.state.Load() }
+
+// refusal is an error with an HTTP status and a metric reason.
+type refusal struct {
+	status int
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(status int, reason string, format string, args ...any) error {
+	return &refusal{status: status, reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// ServeHTTP answers POST SignPath and GET BundlePath.
+func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == api.BundlePath && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/x-pem-file")
+		_, _ = w.Write(is.State().Bundle())
+	case r.URL.Path == api.SignPath && r.Method == http.MethodPost:
+		start := time.Now()
+		resp, err := is.handleSign(r)
+		is.latency.Observe(time.Since(start).Seconds())
+		if err != nil {
+			var rf *refusal
+			if !errors.As(err, &rf) {
+				rf = &refusal{status: http.StatusInternalServerError, reason: "internal", err: err}
+			}
+			is.refused.WithLabelValues(rf.reason).Inc()
+			is.log.Warn("refused a certificate request", "reason", rf.reason, "err", rf.err)
+			writeJSON(w, rf.status, api.Error{Error: rf.Error()})
+			return
+		}
+		is.issued.Inc()
+		writeJSON(w, http.StatusOK, resp)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")
+	}
+	node, err := is.authenticate(r.Context(), token)
+	if err != nil {
+		return nil, err
+	}
+	if !is.limiter(node).Allow() {
+		return nil, refuse(http.StatusTooManyRequests, "rate_limited", "node %s is over its rate limit", node)
+	}
+	var req api.SignRequest
+	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&req); err != nil {
+		return nil, refuse(http.StatusBadRequest, "bad_request", "failed to decode the request: %w", err)
+	}
+	return is.Sign(r.Context(), node, req)
+}
+
+// Sign issues a certificate for the pod of req on behalf of an agent
+// authenticated for node.
+func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*api.SignResponse, error) {
+	pod, err := is.pod(ctx, req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case string(pod.UID) != req.UID:
+		return nil, refuse(http.StatusForbidden, "uid_mismatch", "pod %s/%s has UID %s, not %s", req.Namespace, req.Name, pod.UID, req.UID)
+	case pod.Spec.NodeName != node:
+		return nil, refuse(http.StatusForbidden, "wrong_node", "pod %s/%s runs on node %q, not on the agent's node %q", req.Namespace, req.Name, pod.Spec.NodeName, node)
+	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return nil, refuse(http.StatusForbidden, "pod_finished", "pod %s/%s is terminating or finished", req.Namespace, req.Name)
+	}
+	block, _ := pem.Decode(req.CSR)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
+	}
+	id, dns, err := is.Identity(pod)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
+	}
+	st := is.State()
+	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Now())
+	if errors.Is(err, ca.ErrBadCSR) {
+		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
+	return &api.SignResponse{Chain: ca.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
+}
+
+// Identity is the SPIFFE ID and DNS names a pod gets.
+func (is *Issuer) Identity(pod *corev1.Pod) (spiffeid.ID, []string, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	id, err := spiffeid.FromSegments(is.cfg.TrustDomain, "ns", pod.Namespace, "sa", sa)
+	if err != nil {
+		return spiffeid.ID{}, nil, err
+	}
+	var dns []string
+	if svc := pod.Labels[inject.LabelService]; svc != "" {
+		dns = append(dns, fmt.Sprintf("%s.%s.svc.%s", svc, pod.Namespace, is.cfg.ClusterDomain))
+	}
+	return id, dns, nil
+}
+
+func (is *Issuer) pod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	if ns == "" || name == "" {
+		return nil, refuse(http.StatusBadRequest, "bad_request", "namespace and name are required")
+	}
+	if is.cfg.Pods != nil {
+		if p, err := is.cfg.Pods.Pods(ns).Get(name); err == nil {
+			return p, nil
+		}
+	}
+	// Not in the cache yet (a pod seconds old): ask the apiserver.
+	p, err := is.cfg.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, refuse(http.StatusForbidden, "no_such_pod", "pod %s/%s does not exist", ns, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to get pod %s/%s: %w", ns, name, err)
+	}
+	return p, nil
+}
+
+// authenticate reviews an agent's token (cached for a minute, errors for
+// five seconds) and returns the node its pod runs on.
+func (is *Issuer) authenticate(ctx context.Context, token string) (string, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	is.mu.Lock()
+	rv, ok := is.reviews[key]
+	is.mu.Unlock()
+	if ok && now.Before(rv.expires) {
+		return rv.node, rv.err
+	}
+	rv = review{expires: now.Add(time.Minute)}
+	tr, err := is.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("token review failed: %w", err) // not cached: the apiserver may be back soon
+	case !tr.Status.Authenticated:
+		rv.err = refuse(http.StatusUnauthorized, "unauthenticated", "token not authenticated: %s", tr.Status.Error)
+	case !contains(is.cfg.AgentUsernames, tr.Status.User.Username):
+		rv.err = refuse(http.StatusForbidden, "not_an_agent", "%s is not a certificate agent", tr.Status.User.Username)
+	default:
+		nodes := tr.Status.User.Extra[NodeNameExtra]
+		if len(nodes) != 1 || nodes[0] == "" {
+			rv.err = refuse(http.StatusForbidden, "unbound_token", "the agent's token is not bound to a pod on a node")
+		} else {
+			rv.node = nodes[0]
+		}
+	}
+	if rv.err != nil {
+		rv.expires = now.Add(5 * time.Second)
+	}
+	is.mu.Lock()
+	if len(is.reviews) > 10000 { // bounded: drop everything rather than grow
+		clear(is.reviews)
+	}
+	is.reviews[key] = rv
+	is.mu.Unlock()
+	return rv.node, rv.err
+}
+
+func (is *Issuer) limiter(node string) *rate.Limiter {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	l, ok := is.limiters[node]
+	if !ok {
+		l = rate.NewLimiter(is.cfg.NodeRate, is.cfg.NodeBurst)
+		is.limiters[node] = l
+	}
+	return l
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
