@@ -93,7 +93,7 @@ func (s *State) check() error {
 }
 
 func publicKeysEqual(c *x509.Certificate, k crypto.Signer) bool {
-	type equaler interface{ Equal(any) bool }
+	type equaler interface{ Equal(crypto.PublicKey) bool }
 	e, ok := c.PublicKey.(equaler)
 	return ok && e.Equal(k.Public())
 }
