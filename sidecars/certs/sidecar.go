@@ -117,7 +117,12 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		}
 		if !time.Now().Before(next) {
 			if err := s.renew(ctx); err != nil {
+				// Back off, but never so long that the certificate expires
+				// before the next attempt: at most a third of what is left.
 				d := b.Step()
+				if left := s.notAfter.Sub(s.cfg.Now()); d > left/3 {
+					d = max(left/3, 100*time.Millisecond)
+				}
 				s.log.Warn("renewal failed; keeping the current certificate and retrying", "err", err, "retryIn", d, "notAfter", s.notAfter)
 				next = time.Now().Add(d)
 				continue
