@@ -27,7 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
@@ -47,6 +49,8 @@ func TestMain(m *testing.M) {
 		os.Exit(certs.Main(os.Args[1:], os.Stderr))
 	case "call":
 		os.Exit(call(os.Args[1], os.Args[2:]))
+	case "load":
+		os.Exit(load(os.Args[1], os.Args[2], os.Args[3]))
 	}
 	os.Exit(m.Run())
 }
@@ -84,7 +88,7 @@ var td = spiffeid.RequireTrustDomainFromString("trellis.test")
 
 // env is a cluster with an issuer and a node agent for node-a.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	cp     *cluster.ControlPlane
 	c      kubernetes.Interface
 	dir    string
@@ -102,10 +106,11 @@ type env struct {
 	agentDone  chan struct{}
 	agentCfg   agent.Config
 
-	pods map[string]*corev1.Pod
+	pods   map[string]*corev1.Pod
+	lister corelisters.PodLister
 }
 
-func newEnv(t *testing.T, ttl time.Duration) *env {
+func newEnv(t testing.TB, ttl time.Duration) *env {
 	t.Helper()
 	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
 		t.Fatalf("the attestation tests need the cgroup v1 pids hierarchy and root: %v", err)
@@ -145,12 +150,17 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 		t.Fatal(err)
 	}
 	e.putCA(ca.NewState(e.root, signer))
-	e.is = issuer.New(issuer.Config{
-		TrustDomain: td, TTL: ttl, Client: e.c,
-		AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"},
-	}, nil)
+	// The issuer reads pods from an informer, as in production.
 	ictx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
+	pods := informers.NewSharedInformerFactory(e.c, 0)
+	lister := pods.Core().V1().Pods().Lister()
+	e.lister = lister
+	pods.Start(ictx.Done())
+	e.is = issuer.New(issuer.Config{
+		TrustDomain: td, TTL: ttl, Client: e.c, Pods: lister,
+		AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"},
+	}, nil)
 	if err := e.is.WatchSecret(ictx, e.c, "trellis-system", "trellis-ca", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -368,14 +378,14 @@ func removeCgroups(root string) {
 // restartable is a TLS server on a fixed loopback port that can be stopped
 // and started again (the issuer going down and coming back).
 type restartable struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *http.Server
 	addr string
 	mu   sync.Mutex
 	cur  *http.Server
 }
 
-func startRestartable(t *testing.T, srv *http.Server) *restartable {
+func startRestartable(t testing.TB, srv *http.Server) *restartable {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -444,11 +454,14 @@ func bundleIn(e *env, namespace string) string {
 	return cm.Data[issuer.BundleKey]
 }
 
-func newCSR(t *testing.T) []byte {
-	t.Helper()
+// newCSR makes a P-256 CSR; t may be nil (in a role process).
+func newCSR(t testing.TB) []byte {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	if err != nil {
+		if t == nil {
+			panic(err)
+		}
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
