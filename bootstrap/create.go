@@ -17,6 +17,7 @@ import (
 	"k8s.io/kops/util/pkg/vfs"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
 )
@@ -142,6 +143,13 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	}
 	if err := registry.CreateClusterConfig(ctx, p.Clientset, c, p.Spec.InstanceGroups, nil); err != nil {
 		return nil, errors.Join(fmt.Errorf("failed to write %s to the state store: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+	}
+	// The pod-identity root lives beside the specs; an existing one (a
+	// re-created cluster) is kept so workloads' trust survives.
+	if _, created, err := pki.EnsureRoot(ctx, opts.StateStore, c.Name, def.Runtime.TrustDomain); err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to create the identity root CA of %s: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+	} else if created && opts.Out != nil {
+		fmt.Fprintf(opts.Out, "Created the pod-identity root CA of %s in the state store\n", c.Name)
 	}
 	if opts.SpecsOnly {
 		return &Plan{}, nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
+	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
 )
 
@@ -68,6 +69,10 @@ func TestLifecycleProd(t *testing.T) {
 
 	if _, err := Create(ctx, def, opts); err != nil {
 		t.Fatalf("create: %v", err)
+	}
+	// The pod-identity root CA was created in the state store.
+	if root, err := pki.Root(ctx, opts.StateStore, "prod-us-east-1.k8s.trellis.example"); err != nil || !root.Cert.IsCA {
+		t.Errorf("identity root CA in the state store: %v", err)
 	}
 
 	// The fake holds what the definition asked for.
