@@ -1,0 +1,96 @@
+package logshipper
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/trellis-dev/trellis/controller/inject"
+)
+
+// PodMetadata answers Lookup from one node-scoped pod informer: no API
+// call per line or per file. Deleted pods are remembered for a while, so
+// the last lines of a deleted pod are still enriched.
+type PodMetadata struct {
+	informer cache.SharedIndexInformer
+	keep     time.Duration
+
+	mu   sync.Mutex
+	pods map[string]podMeta // by UID
+}
+
+type podMeta struct {
+	service, env string
+	labels       map[string]string
+	deleted      time.Time
+}
+
+// NewPodMetadata watches the pods of node.
+func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	m := &PodMetadata{informer: f.Core().V1().Pods().Informer(), keep: 10 * time.Minute, pods: map[string]podMeta{}}
+	set := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			m.mu.Lock()
+			m.pods[string(p.UID)] = podMeta{service: p.Labels[inject.LabelService], env: p.Annotations[inject.AnnotationDiscoveryEnv], labels: p.Labels}
+			m.mu.Unlock()
+		}
+	}
+	_, _ = m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: set, UpdateFunc: func(_, n any) { set(n) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				m.mu.Lock()
+				pm := m.pods[string(p.UID)]
+				pm.deleted = time.Now()
+				m.pods[string(p.UID)] = pm
+				m.mu.Unlock()
+			}
+		},
+	})
+	return m
+}
+
+// Run runs the informer until ctx ends, expiring deleted pods.
+func (m *PodMetadata) Run(ctx context.Context) {
+	go m.informer.Run(ctx.Done())
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		for uid, pm := range m.pods {
+			if !pm.deleted.IsZero() && time.Since(pm.deleted) > m.keep {
+				delete(m.pods, uid)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// HasSynced reports whether the first list arrived.
+func (m *PodMetadata) HasSynced() bool { return m.informer.HasSynced() }
+
+// Lookup implements MetadataSource.
+func (m *PodMetadata) Lookup(uid string) (string, string, map[string]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pm, ok := m.pods[uid]
+	return pm.service, pm.env, pm.labels, ok
+}

@@ -1,0 +1,521 @@
+// Package logshipper is the node log shipper: it tails every container's
+// CRI log under /var/log/pods, reassembles partial lines, attaches the
+// pod's identity from one node-scoped informer, and ships batches to a sink
+// (Kafka, stdout or a file) at least once: a file's position is
+// checkpointed only after the sink acknowledged everything before it.
+package logshipper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+)
+
+// Config configures a Shipper.
+type Config struct {
+	// Root is the pods' log root (default /var/log/pods).
+	Root string
+	// Checkpoint is the file holding read positions.
+	Checkpoint string
+	Sink       sink.Sink
+	// Meta enriches records (nil: only what the path says).
+	Meta MetadataSource
+	Node string
+	// Poll is how often files are checked for growth, rotation and new
+	// files when there is nothing to read (default 200ms).
+	Poll time.Duration
+	// BatchBytes and BatchLines bound a batch (default 1 MiB, 10,000);
+	// Linger is how long a partial batch waits (default 200ms).
+	BatchBytes int
+	BatchLines int
+	Linger     time.Duration
+	// MaxLine caps a reassembled line; the rest is dropped and the record
+	// marked truncated (default 256 KiB).
+	MaxLine int
+	// DeletedGrace bounds how long a deleted file is kept open to ship its
+	// remaining lines while the sink is down (default 10m).
+	DeletedGrace time.Duration
+	// RotatedGrace is how long a renamed file is watched for late writes
+	// after its last line was read (default 2s).
+	RotatedGrace time.Duration
+	Logger       *slog.Logger
+}
+
+// MetadataSource says who a log belongs to.
+type MetadataSource interface {
+	// Lookup returns the pod's service, env and labels by UID (ok=false
+	// when unknown).
+	Lookup(uid string) (service, env string, labels map[string]string, ok bool)
+}
+
+// Shipper ships logs until its context ends.
+type Shipper struct {
+	cfg     Config
+	log     *slog.Logger
+	files   map[uint64]*file
+	saved   map[uint64]Position // from the checkpoint at start
+	batches chan *batch
+	metrics *Metrics
+
+	mu             sync.Mutex
+	acked          map[uint64]Position // what the sink has acknowledged
+	lastCheckpoint time.Time
+}
+
+// file is one log file being read.
+type file struct {
+	dir, name               string
+	ns, pod, uid, container string
+	inode                   uint64
+	f                       *os.File
+	// pos is the file offset just past buf's bytes; buf holds bytes read
+	// but not yet parsed into complete lines.
+	pos int64
+	buf []byte
+	// partial: message chunks of a line still waiting for its F chunk.
+	partial      []byte
+	partialTrunc bool
+	// skipping: inside an over-long physical line, dropping until '\n'.
+	skipping bool
+	// rotated: the path no longer names this file (renamed or deleted).
+	rotated   bool
+	deleted   bool
+	rotatedAt time.Time
+	idleSince time.Time
+	// head is the file's first bytes: if they change, the file was
+	// truncated and rewritten (copytruncate), even if it regrew past pos.
+	head []byte
+}
+
+const headLen = 64
+
+type batch struct {
+	records []sink.Record
+	bytes   int
+	ends    map[uint64]Position
+	forget  []uint64
+}
+
+// New returns a shipper.
+func New(cfg Config) (*Shipper, error) {
+	if cfg.Sink == nil {
+		return nil, errors.New("a sink is required")
+	}
+	if cfg.Root == "" {
+		cfg.Root = "/var/log/pods"
+	}
+	if cfg.Checkpoint == "" {
+		return nil, errors.New("a checkpoint file is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Poll, 200*time.Millisecond)
+	def(&cfg.Linger, 200*time.Millisecond)
+	def(&cfg.DeletedGrace, 10*time.Minute)
+	def(&cfg.RotatedGrace, 2*time.Second)
+	if cfg.BatchBytes == 0 {
+		cfg.BatchBytes = 1 << 20
+	}
+	if cfg.BatchLines == 0 {
+		cfg.BatchLines = 10000
+	}
+	if cfg.MaxLine == 0 {
+		cfg.MaxLine = 256 << 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	saved, err := loadCheckpoint(cfg.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	acked := make(map[uint64]Position, len(saved))
+	for k, v := range saved {
+		acked[k] = v
+	}
+	return &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: saved, acked: acked,
+		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: time.Now()}, nil
+}
+
+// Metrics returns the shipper's metrics.
+func (s *Shipper) Metrics() *Metrics { return s.metrics }
+
+// Run reads and ships until ctx ends. Lines read but not acknowledged when
+// it returns are read again by the next run (at-least-once).
+func (s *Shipper) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.send(ctx) })
+	err := s.read(ctx)
+	close(s.batches)
+	wg.Wait()
+	for _, f := range s.files {
+		f.f.Close()
+	}
+	return err
+}
+
+func (s *Shipper) read(ctx context.Context) error {
+	b := newBatch()
+	lastFlush := time.Now()
+	lastScan := time.Time{}
+	for ctx.Err() == nil {
+		if time.Since(lastScan) >= s.cfg.Poll {
+			s.discover(b)
+			lastScan = time.Now()
+		}
+		progress := false
+		for _, f := range s.files {
+			n, err := s.readFile(f, b)
+			if err != nil {
+				s.log.Warn("read failed", "file", filepath.Join(f.dir, f.name), "err", err)
+			}
+			if n > 0 {
+				progress = true
+			}
+			if len(b.records) >= s.cfg.BatchLines || b.bytes >= s.cfg.BatchBytes {
+				if !s.flush(ctx, b) {
+					return nil
+				}
+				b, lastFlush = newBatch(), time.Now()
+			}
+		}
+		if (len(b.records) > 0 || len(b.forget) > 0) && (time.Since(lastFlush) >= s.cfg.Linger || !progress) {
+			if !s.flush(ctx, b) {
+				return nil
+			}
+			b, lastFlush = newBatch(), time.Now()
+		}
+		if !progress {
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.cfg.Poll):
+			}
+		}
+	}
+	return nil
+}
+
+func newBatch() *batch { return &batch{ends: map[uint64]Position{}} }
+
+// flush hands b to the sender; it blocks while the sender is busy
+// (backpressure: nothing more is read while the sink is slow or down).
+func (s *Shipper) flush(ctx context.Context, b *batch) bool {
+	select {
+	case s.batches <- b:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Shipper) send(ctx context.Context) {
+	for b := range s.batches {
+		backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 5 * time.Second}
+		for len(b.records) > 0 {
+			err := s.cfg.Sink.Send(ctx, b.records)
+			if err == nil {
+				break
+			}
+			s.metrics.sendErrors.WithLabelValues(s.cfg.Sink.Name()).Inc()
+			if ctx.Err() != nil {
+				return // unacknowledged: read again next run
+			}
+			s.log.Warn("sink failed; retrying the batch", "sink", s.cfg.Sink.Name(), "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff.Step()):
+			}
+		}
+		s.metrics.linesOut.WithLabelValues(s.cfg.Sink.Name()).Add(float64(len(b.records)))
+		s.metrics.bytesOut.WithLabelValues(s.cfg.Sink.Name()).Add(float64(b.bytes))
+		s.mu.Lock()
+		for ino, p := range b.ends {
+			s.acked[ino] = p
+		}
+		for _, ino := range b.forget {
+			delete(s.acked, ino)
+		}
+		snapshot := make(map[uint64]Position, len(s.acked))
+		for k, v := range s.acked {
+			snapshot[k] = v
+		}
+		s.mu.Unlock()
+		if err := saveCheckpoint(s.cfg.Checkpoint, snapshot); err != nil {
+			s.log.Error("failed to save the checkpoint", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		s.lastCheckpoint = time.Now()
+		s.mu.Unlock()
+	}
+}
+
+// CheckpointAge is the time since the checkpoint was last written.
+func (s *Shipper) CheckpointAge() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.lastCheckpoint)
+}
+
+var (
+	currentLog = regexp.MustCompile(`^[0-9]+\.log$`)
+	rotatedLog = regexp.MustCompile(`^[0-9]+\.log\.[^/]+$`)
+)
+
+// discover opens new files, notices renamed, deleted and truncated ones,
+// and closes the ones that are finished.
+func (s *Shipper) discover(b *batch) {
+	pods, _ := os.ReadDir(s.cfg.Root)
+	seen := map[uint64]string{} // inode -> path
+	for _, pd := range pods {
+		if !pd.IsDir() {
+			continue
+		}
+		parts := strings.SplitN(pd.Name(), "_", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctrs, _ := os.ReadDir(filepath.Join(s.cfg.Root, pd.Name()))
+		for _, cd := range ctrs {
+			if !cd.IsDir() {
+				continue
+			}
+			dir := filepath.Join(s.cfg.Root, pd.Name(), cd.Name())
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				name := e.Name()
+				current := currentLog.MatchString(name)
+				if !current && (!rotatedLog.MatchString(name) || strings.HasSuffix(name, ".gz")) {
+					continue
+				}
+				fi, err := e.Info()
+				if err != nil {
+					continue
+				}
+				ino := fi.Sys().(*syscall.Stat_t).Ino
+				seen[ino] = filepath.Join(dir, name)
+				if f, ok := s.files[ino]; ok {
+					f.name = name
+					continue
+				}
+				pos, known := s.saved[ino]
+				if !current && !known {
+					// A rotated name we never read: a copytruncate copy of
+					// lines already shipped, or older than this node's
+					// shipper. Not ours to ship.
+					continue
+				}
+				f, err := s.open(dir, name, ino, parts, cd.Name())
+				if err != nil {
+					s.log.Warn("cannot open log", "file", filepath.Join(dir, name), "err", err)
+					continue
+				}
+				if known && pos.Offset <= fi.Size() {
+					f.pos = pos.Offset
+				}
+				if f.pos > 0 {
+					head := make([]byte, headLen)
+					if n, _ := f.f.ReadAt(head, 0); n > 0 {
+						f.head = head[:n]
+					}
+				}
+				delete(s.saved, ino)
+				s.files[ino] = f
+			}
+		}
+	}
+	now := time.Now()
+	for ino, f := range s.files {
+		path, ok := seen[ino]
+		if ok && currentLog.MatchString(filepath.Base(path)) {
+			// Still the live file: check for copytruncate.
+			if fi, err := f.f.Stat(); err == nil && (fi.Size() < f.pos || !f.headMatches()) {
+				s.log.Info("file truncated; reading from the start", "file", path)
+				f.pos, f.buf, f.partial, f.skipping, f.head = 0, f.buf[:0], nil, false, nil
+				s.metrics.truncations.Inc()
+			}
+			if fi, err := f.f.Stat(); err == nil {
+				s.metrics.lag.WithLabelValues(f.ns, f.pod, f.container).Set(float64(fi.Size() - f.pos))
+			}
+			continue
+		}
+		if !f.rotated {
+			f.rotated, f.rotatedAt = true, now
+			f.deleted = !ok
+		}
+		if !ok && !f.deleted {
+			f.deleted, f.rotatedAt = true, now
+		}
+		finished := !f.idleSince.IsZero() && now.Sub(f.idleSince) >= s.cfg.RotatedGrace
+		expired := f.deleted && now.Sub(f.rotatedAt) >= s.cfg.DeletedGrace
+		if finished || expired {
+			if expired && !finished {
+				s.log.Warn("gave up on a deleted file before reading it all", "dir", f.dir, "inode", ino)
+				s.metrics.abandoned.Inc()
+			}
+			f.f.Close()
+			delete(s.files, ino)
+			b.forget = append(b.forget, ino)
+			s.metrics.lag.DeleteLabelValues(f.ns, f.pod, f.container)
+		}
+	}
+	// Checkpointed files that no longer exist anywhere: forget them.
+	for ino := range s.saved {
+		if _, ok := seen[ino]; !ok {
+			delete(s.saved, ino)
+			b.forget = append(b.forget, ino)
+		}
+	}
+}
+
+func (s *Shipper) open(dir, name string, ino uint64, podParts []string, container string) (*file, error) {
+	fh, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	fi, err := fh.Stat()
+	if err != nil || fi.Sys().(*syscall.Stat_t).Ino != ino {
+		fh.Close()
+		return nil, fmt.Errorf("file changed while opening")
+	}
+	return &file{dir: dir, name: name, ns: podParts[0], pod: podParts[1], uid: podParts[2], container: container,
+		inode: ino, f: fh, buf: make([]byte, 0, 32<<10)}, nil
+}
+
+// headMatches reports whether the file still starts with the bytes it
+// started with when first read.
+func (f *file) headMatches() bool {
+	if len(f.head) == 0 {
+		return true
+	}
+	cur := make([]byte, len(f.head))
+	n, _ := f.f.ReadAt(cur, 0)
+	return n < len(f.head) || bytes.Equal(cur, f.head)
+}
+
+const readChunk = 64 << 10
+
+// readFile reads what is new in f and appends complete lines to b. It
+// returns the number of bytes read.
+func (s *Shipper) readFile(f *file, b *batch) (int, error) {
+	if cap(f.buf)-len(f.buf) < readChunk/2 {
+		grown := make([]byte, len(f.buf), len(f.buf)+readChunk)
+		copy(grown, f.buf)
+		f.buf = grown
+	}
+	n, err := f.f.ReadAt(f.buf[len(f.buf):cap(f.buf)], f.pos)
+	if n == 0 {
+		if f.idleSince.IsZero() && f.rotated {
+			f.idleSince = time.Now()
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return 0, err
+	}
+	f.idleSince = time.Time{}
+	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {
+		// Remember the file's first bytes (read from offset 0).
+		f.head = append(f.head[:0], f.buf[:min(len(f.buf)+n, headLen)]...)
+	}
+	f.buf = f.buf[:len(f.buf)+n]
+	f.pos += int64(n)
+	s.metrics.bytesIn.Add(float64(n))
+	start := f.pos - int64(len(f.buf)) // file offset of buf[0]
+	consumed := 0
+	for {
+		i := bytes.IndexByte(f.buf[consumed:], '\n')
+		if i < 0 {
+			break
+		}
+		line := f.buf[consumed : consumed+i]
+		consumed += i + 1
+		if f.skipping {
+			f.skipping = false // the end of an over-long line
+			continue
+		}
+		s.line(f, line, start+int64(consumed), b)
+	}
+	rest := f.buf[consumed:]
+	if len(rest) > s.cfg.MaxLine {
+		// An over-long physical line: ship what we have, skip to '\n'.
+		s.line(f, rest[:s.cfg.MaxLine], -1, b)
+		f.skipping, rest = true, nil
+		s.metrics.truncated.Inc()
+	}
+	// Keep the unparsed tail; shrink a buffer grown for a long line.
+	if cap(f.buf) > 1<<20 && len(rest) < 32<<10 {
+		f.buf = append(make([]byte, 0, 32<<10), rest...)
+	} else {
+		f.buf = append(f.buf[:0], rest...)
+	}
+	return n, err
+}
+
+// line handles one physical line ending at file offset end (-1: not a line
+// boundary, so no checkpoint may point there).
+func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
+	s.metrics.linesIn.Inc()
+	cut := len(raw) > s.cfg.MaxLine
+	if cut {
+		raw = raw[:s.cfg.MaxLine]
+		s.metrics.truncated.Inc()
+	}
+	e := ParseCRI(raw)
+	if e.Partial {
+		if cut {
+			f.partialTrunc = true
+		}
+		if len(f.partial)+len(e.Message) > s.cfg.MaxLine {
+			room := max(s.cfg.MaxLine-len(f.partial), 0)
+			f.partial = append(f.partial, e.Message[:room]...)
+			f.partialTrunc = true
+		} else {
+			f.partial = append(f.partial, e.Message...)
+		}
+		return
+	}
+	msg := e.Message
+	trunc := end < 0 || cut
+	if len(f.partial) > 0 {
+		msg = append(f.partial, e.Message...)
+		if len(msg) > s.cfg.MaxLine {
+			msg, f.partialTrunc = msg[:s.cfg.MaxLine], true
+		}
+		trunc = trunc || f.partialTrunc
+		f.partial, f.partialTrunc = nil, false
+	}
+	if e.Malformed {
+		s.metrics.malformed.Inc()
+	}
+	r := sink.Record{Time: e.Time, Stream: e.Stream, Log: string(msg), Namespace: f.ns, Pod: f.pod, Container: f.container,
+		UID: f.uid, Node: s.cfg.Node, Truncated: trunc, Malformed: e.Malformed}
+	if s.cfg.Meta != nil {
+		if svc, env, labels, ok := s.cfg.Meta.Lookup(f.uid); ok {
+			r.Service, r.Env, r.Labels = svc, env, labels
+		}
+	}
+	b.records = append(b.records, r)
+	b.bytes += len(msg)
+	if end >= 0 {
+		b.ends[f.inode] = Position{Dir: f.dir, Path: f.name, Inode: f.inode, Offset: end}
+	}
+}

@@ -1,0 +1,226 @@
+package logshipper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+)
+
+func TestParseCRI(t *testing.T) {
+	for _, tc := range []struct {
+		line, stream, msg string
+		partial, bad      bool
+	}{
+		{line: "2026-11-22T05:00:00.123456789Z stdout F hello world", stream: "stdout", msg: "hello world"},
+		{line: "2026-11-22T05:00:00.123456789Z stderr P part", stream: "stderr", msg: "part", partial: true},
+		{line: "2026-11-22T05:00:00Z stdout F", stream: "stdout", msg: ""},
+		{line: "2026-11-22T05:00:00Z stdout F:x flagged", stream: "stdout", msg: "flagged"},
+		{line: "not a cri line", stream: "unknown", msg: "not a cri line", bad: true},
+		{line: "2026-11-22T05:00:00Z stdin F nope", stream: "unknown", msg: "2026-11-22T05:00:00Z stdin F nope", bad: true},
+		{line: "2026-11-22T05:00:00Z stdout X nope", stream: "unknown", msg: "2026-11-22T05:00:00Z stdout X nope", bad: true},
+		{line: "\x00\xff\xfe binary", stream: "unknown", msg: "\x00\xff\xfe binary", bad: true},
+	} {
+		e := ParseCRI([]byte(tc.line))
+		if e.Stream != tc.stream || string(e.Message) != tc.msg || e.Partial != tc.partial || e.Malformed != tc.bad {
+			t.Errorf("%q: got %+v", tc.line, e)
+		}
+	}
+}
+
+func FuzzParseCRI(f *testing.F) {
+	f.Add([]byte("2026-11-22T05:00:00.123456789Z stdout F hello"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e := ParseCRI(b)
+		if e.Malformed && string(e.Message) != string(b) {
+			t.Fatal("a malformed line lost bytes")
+		}
+	})
+}
+
+// memSink keeps what it was sent; it can be made to fail.
+type memSink struct {
+	mu   sync.Mutex
+	recs []sink.Record
+	down atomic.Bool
+}
+
+func (m *memSink) Name() string { return "mem" }
+func (m *memSink) Close()       {}
+func (m *memSink) Send(_ context.Context, b []sink.Record) error {
+	if m.down.Load() {
+		return errors.New("sink down")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs = append(m.recs, b...)
+	return nil
+}
+
+func (m *memSink) logs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, r := range m.recs {
+		out = append(out, r.Log)
+	}
+	return out
+}
+
+func criLine(stream, tag, msg string) string {
+	return fmt.Sprintf("%s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, msg)
+}
+
+func appendFile(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(lines, "")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startShipper(t *testing.T, root string, s sink.Sink, maxLine int) (*Shipper, context.CancelFunc) {
+	t.Helper()
+	sh, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: s, Poll: 20 * time.Millisecond,
+		Linger: 20 * time.Millisecond, MaxLine: maxLine, RotatedGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sh.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return sh, cancel
+}
+
+func waitLogs(t *testing.T, m *memSink, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if l := m.logs(); len(l) >= n {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("got %d records, want %d", len(m.logs()), n)
+	return nil
+}
+
+func podDir(t *testing.T, root, ns, pod, uid, ctr string) string {
+	t.Helper()
+	d := filepath.Join(root, ns+"_"+pod+"_"+uid, ctr)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestPartialLongAndJunkLines(t *testing.T) {
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	long := strings.Repeat("x", 3000)
+	appendFile(t, filepath.Join(d, "0.log"),
+		criLine("stdout", "P", "hello "), criLine("stdout", "P", "partial "), criLine("stdout", "F", "world"),
+		criLine("stderr", "P", long), criLine("stderr", "F", "tail"), // reassembles past MaxLine
+		long+"\n", // one physical line past MaxLine, not even CRI
+		"\x00\x01\xff junk\n",
+		criLine("stdout", "F", "after the junk"),
+	)
+	m := &memSink{}
+	startShipper(t, root, m, 1024)
+	got := waitLogs(t, m, 5)
+	if got[0] != "hello partial world" {
+		t.Errorf("reassembled %q", got[0])
+	}
+	if len(got[1]) > 1024 || len(got[1]) < 900 {
+		t.Errorf("long reassembled line: %d bytes, want at most 1024 (capped)", len(got[1]))
+	}
+	if len(got[2]) != 1024 || got[3] != "\x00\x01\xff junk" || got[4] != "after the junk" {
+		t.Errorf("got %d bytes, then %q", len(got[2]), got[3:])
+	}
+	m.mu.Lock()
+	r := m.recs
+	m.mu.Unlock()
+	if !r[1].Truncated || !r[2].Truncated || !r[3].Malformed || r[0].Stream != "stdout" || r[1].Stream != "stderr" || r[0].Namespace != "shop" || r[0].Pod != "web-1" || r[0].Container != "app" {
+		t.Errorf("flags: truncated %v %v, malformed %v; streams %s %s; identity %s/%s/%s",
+			r[1].Truncated, r[2].Truncated, r[3].Malformed, r[0].Stream, r[1].Stream, r[0].Namespace, r[0].Pod, r[0].Container)
+	}
+	if len(got) != 5 {
+		t.Errorf("got %d records, want 5", len(got))
+	}
+}
+
+func TestRotationRenameCopytruncateAndDeletion(t *testing.T) {
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	log := filepath.Join(d, "0.log")
+	m := &memSink{}
+	startShipper(t, root, m, 0)
+	n := 0
+	write := func(k int) {
+		for range k {
+			appendFile(t, log, criLine("stdout", "F", fmt.Sprintf("line %d", n)))
+			n++
+		}
+	}
+	write(10)
+	waitLogs(t, m, 10)
+	// The kubelet's way: rename, then the runtime writes a new 0.log; a
+	// few late lines still land in the renamed file.
+	if err := os.Rename(log, log+".20261122-050000"); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, log+".20261122-050000", criLine("stdout", "F", "late line"))
+	write(10)
+	waitLogs(t, m, 21)
+	// copytruncate: copy aside, truncate in place, keep writing.
+	b, _ := os.ReadFile(log)
+	if err := os.WriteFile(log+".1", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(log, 0); err != nil {
+		t.Fatal(err)
+	}
+	write(5)
+	waitLogs(t, m, 26)
+	// The sink goes down, more lines arrive, the pod's logs are deleted:
+	// the open file is still read and shipped once the sink is back.
+	m.down.Store(true)
+	write(5)
+	time.Sleep(200 * time.Millisecond)
+	if err := os.RemoveAll(filepath.Dir(d)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	m.down.Store(false)
+	got := waitLogs(t, m, 31)
+	time.Sleep(300 * time.Millisecond)
+	got = m.logs()
+	seen := map[string]int{}
+	for _, l := range got {
+		seen[l]++
+	}
+	for i := range n {
+		if seen[fmt.Sprintf("line %d", i)] != 1 {
+			t.Errorf("line %d shipped %d times", i, seen[fmt.Sprintf("line %d", i)])
+		}
+	}
+	if seen["late line"] != 1 {
+		t.Errorf("the late line in the renamed file shipped %d times", seen["late line"])
+	}
+	if len(got) != n+1 {
+		t.Errorf("%d records for %d lines: the copytruncate copy must not be shipped again", len(got), n+1)
+	}
+}

@@ -1,0 +1,103 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/template"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaConfig configures the Kafka sink.
+type KafkaConfig struct {
+	Brokers []string
+	// Topic is a text/template choosing a record's topic from its
+	// .Namespace, .Service, .Env and .Container, e.g.
+	// `logs.{{if .Service}}{{.Service}}{{else}}unowned{{end}}`.
+	Topic string
+	// Compression: zstd (default), lz4, snappy, gzip or none.
+	Compression string
+	// Opts are extra franz-go options (tests).
+	Opts []kgo.Opt
+}
+
+// Kafka produces records, keyed by pod so each pod's lines stay ordered in
+// one partition.
+type Kafka struct {
+	client *kgo.Client
+	topic  *template.Template
+}
+
+// NewKafka returns a Kafka sink.
+func NewKafka(cfg KafkaConfig) (*Kafka, error) {
+	if cfg.Topic == "" {
+		cfg.Topic = `logs.{{if .Service}}{{.Service}}{{else}}unowned{{end}}`
+	}
+	tmpl, err := template.New("topic").Option("missingkey=error").Parse(cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("bad topic template %q: %w", cfg.Topic, err)
+	}
+	var codec kgo.CompressionCodec
+	switch cfg.Compression {
+	case "", "zstd":
+		codec = kgo.ZstdCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "none":
+		codec = kgo.NoCompression()
+	default:
+		return nil, fmt.Errorf("unknown compression %q", cfg.Compression)
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ProducerBatchCompression(codec),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.MaxBufferedRecords(100000),
+		kgo.RecordRetries(0), // retry forever: the shipper decides when to give up
+	}, cfg.Opts...)
+	c, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Kafka{client: c, topic: tmpl}, nil
+}
+
+// topicKey is what a topic template can use.
+type topicKey struct{ Namespace, Service, Env, Container string }
+
+func (k *Kafka) Name() string { return "kafka" }
+
+// Send produces the batch and waits for every acknowledgement.
+func (k *Kafka) Send(ctx context.Context, batch []Record) error {
+	recs := make([]*kgo.Record, 0, len(batch))
+	var buf bytes.Buffer
+	topics := map[topicKey]string{} // per batch
+	for i := range batch {
+		r := &batch[i]
+		tk := topicKey{Namespace: r.Namespace, Service: r.Service, Env: r.Env, Container: r.Container}
+		topic, ok := topics[tk]
+		if !ok {
+			buf.Reset()
+			if err := k.topic.Execute(&buf, tk); err != nil {
+				return fmt.Errorf("topic template: %w", err)
+			}
+			topic = buf.String()
+			topics[tk] = topic
+		}
+		v, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(r.Namespace + "/" + r.Pod), Value: v})
+	}
+	return k.client.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func (k *Kafka) Close() { k.client.Close() }

@@ -1,0 +1,90 @@
+// Package sink holds where the log shipper sends records: Kafka
+// (franz-go), stdout, or a local file.
+package sink
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Record is one log line with its pod's identity.
+type Record struct {
+	Time      time.Time         `json:"time"`
+	Stream    string            `json:"stream"`
+	Log       string            `json:"log"`
+	Namespace string            `json:"namespace"`
+	Pod       string            `json:"pod"`
+	Container string            `json:"container"`
+	UID       string            `json:"uid"`
+	Node      string            `json:"node,omitempty"`
+	Service   string            `json:"service,omitempty"`
+	Env       string            `json:"env,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Truncated bool              `json:"truncated,omitempty"`
+	Malformed bool              `json:"malformed,omitempty"`
+}
+
+// Sink delivers batches. Send returns only once the whole batch is durably
+// accepted (Kafka: acknowledged by all in-sync replicas), or an error.
+type Sink interface {
+	Name() string
+	Send(ctx context.Context, batch []Record) error
+	Close()
+}
+
+// Writer writes JSON lines to an io.Writer (stdout, or a file).
+type Writer struct {
+	name string
+	mu   sync.Mutex
+	w    *bufio.Writer
+	f    *os.File
+}
+
+// Stdout writes to standard output.
+func Stdout() *Writer { return &Writer{name: "stdout", w: bufio.NewWriterSize(os.Stdout, 1<<20)} }
+
+// File appends to path (fsynced on every batch).
+func File(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{name: "file", w: bufio.NewWriterSize(f, 1<<20), f: f}, nil
+}
+
+// NewWriter writes to w (tests).
+func NewWriter(name string, w io.Writer) *Writer { return &Writer{name: name, w: bufio.NewWriter(w)} }
+
+func (s *Writer) Name() string { return s.name }
+
+func (s *Writer) Send(_ context.Context, batch []Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	enc := json.NewEncoder(s.w)
+	for i := range batch {
+		if err := enc.Encode(&batch[i]); err != nil {
+			return err
+		}
+	}
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	if s.f != nil {
+		return s.f.Sync()
+	}
+	return nil
+}
+
+func (s *Writer) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.w.Flush()
+	if s.f != nil {
+		_ = s.f.Close()
+	}
+}
