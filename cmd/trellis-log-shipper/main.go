@@ -45,6 +45,7 @@ func run() error {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster; \"none\": no enrichment)")
 	listen := flag.String("listen", ":9105", "address of /metrics, /healthz and /readyz")
 	batchBytes := flag.Int("batch-bytes", 1<<20, "maximum batch size in bytes")
+	batchLines := flag.Int("batch-lines", 10000, "maximum batch size in lines")
 	poll := flag.Duration("poll", 200*time.Millisecond, "file poll interval when idle")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "log-shipper", "node", *node)
@@ -92,7 +93,7 @@ func run() error {
 		meta = logshipper.NewPodMetadata(client, *node)
 		go meta.Run(ctx)
 	}
-	scfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: *node, Poll: *poll, BatchBytes: *batchBytes, Logger: log}
+	scfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: *node, Poll: *poll, BatchBytes: *batchBytes, BatchLines: *batchLines, Logger: log}
 	if meta != nil {
 		scfg.Meta = meta
 	}

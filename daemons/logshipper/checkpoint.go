@@ -10,12 +10,19 @@ import (
 // Position is where reading of one file stands: everything before Offset
 // has been acknowledged by the sink.
 type Position struct {
+	// Key names the file generation: a file truncated in place starts a
+	// new generation, and its copy carries on the old one.
+	Key string `json:"key"`
 	// Dir is the container's log dir; Path the file's name when last seen.
 	Dir   string `json:"dir"`
 	Path  string `json:"path"`
 	Inode uint64 `json:"inode"`
 	// Offset is the first byte not yet shipped, always at a line boundary.
 	Offset int64 `json:"offset"`
+	// Head is the file's first bytes: a file whose head changed was
+	// truncated and rewritten (copytruncate), and the copy with this head
+	// holds the lines from Offset on.
+	Head []byte `json:"head,omitempty"`
 }
 
 // checkpoint is the persisted state: one Position per file (by inode).
@@ -24,8 +31,8 @@ type checkpoint struct {
 }
 
 // loadCheckpoint reads path; a missing file is an empty checkpoint.
-func loadCheckpoint(path string) (map[uint64]Position, error) {
-	out := map[uint64]Position{}
+func loadCheckpoint(path string) (map[string]Position, error) {
+	out := map[string]Position{}
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return out, nil
@@ -38,14 +45,17 @@ func loadCheckpoint(path string) (map[uint64]Position, error) {
 		return nil, fmt.Errorf("corrupt checkpoint %s: %w", path, err)
 	}
 	for _, p := range c.Positions {
-		out[p.Inode] = p
+		if p.Key == "" {
+			p.Key = fmt.Sprint(p.Inode)
+		}
+		out[p.Key] = p
 	}
 	return out, nil
 }
 
 // saveCheckpoint writes the positions atomically: a temporary file, fsync,
 // rename, fsync of the directory. A crash leaves the old or the new state.
-func saveCheckpoint(path string, positions map[uint64]Position) error {
+func saveCheckpoint(path string, positions map[string]Position) error {
 	c := checkpoint{Positions: make([]Position, 0, len(positions))}
 	for _, p := range positions {
 		c.Positions = append(c.Positions, p)

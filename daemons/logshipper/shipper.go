@@ -71,8 +71,9 @@ type Shipper struct {
 	batches chan *batch
 	metrics *Metrics
 
+	saveMu         sync.Mutex
 	mu             sync.Mutex
-	acked          map[uint64]Position // what the sink has acknowledged
+	acked          map[string]Position // by generation key: acknowledged positions
 	lastCheckpoint time.Time
 }
 
@@ -81,6 +82,7 @@ type file struct {
 	dir, name               string
 	ns, pod, uid, container string
 	inode                   uint64
+	key                     string // the generation (see Position.Key)
 	f                       *os.File
 	// pos is the file offset just past buf's bytes; buf holds bytes read
 	// but not yet parsed into complete lines.
@@ -106,8 +108,8 @@ const headLen = 64
 type batch struct {
 	records []sink.Record
 	bytes   int
-	ends    map[uint64]Position
-	forget  []uint64
+	ends    map[string]Position
+	forget  []string
 }
 
 // New returns a shipper.
@@ -146,11 +148,13 @@ func New(cfg Config) (*Shipper, error) {
 	if err != nil {
 		return nil, err
 	}
-	acked := make(map[uint64]Position, len(saved))
+	acked := make(map[string]Position, len(saved))
+	byInode := make(map[uint64]Position, len(saved))
 	for k, v := range saved {
 		acked[k] = v
+		byInode[v.Inode] = v
 	}
-	return &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: saved, acked: acked,
+	return &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: byInode, acked: acked,
 		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: time.Now()}, nil
 }
 
@@ -212,16 +216,27 @@ func (s *Shipper) read(ctx context.Context) error {
 	return nil
 }
 
-func newBatch() *batch { return &batch{ends: map[uint64]Position{}} }
+func newBatch() *batch { return &batch{ends: map[string]Position{}} }
+
+// newKey names a new generation of the file with inode ino.
+func newKey(ino uint64) string { return fmt.Sprintf("%d.%d", ino, time.Now().UnixNano()) }
 
 // flush hands b to the sender; it blocks while the sender is busy
 // (backpressure: nothing more is read while the sink is slow or down).
+// While it waits it keeps discovering: files created, renamed or truncated
+// during a long sink outage are registered (and copies found) in time.
 func (s *Shipper) flush(ctx context.Context, b *batch) bool {
-	select {
-	case s.batches <- b:
-		return true
-	case <-ctx.Done():
-		return false
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case s.batches <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			s.discover(b)
+		}
 	}
 }
 
@@ -247,25 +262,66 @@ func (s *Shipper) send(ctx context.Context) {
 		s.metrics.linesOut.WithLabelValues(s.cfg.Sink.Name()).Add(float64(len(b.records)))
 		s.metrics.bytesOut.WithLabelValues(s.cfg.Sink.Name()).Add(float64(b.bytes))
 		s.mu.Lock()
-		for ino, p := range b.ends {
-			s.acked[ino] = p
+		for k, p := range b.ends {
+			if cur, ok := s.acked[k]; ok {
+				// Keep where the generation lives now (a copy may have
+				// taken it over since these lines were read).
+				cur.Offset = p.Offset
+				if len(p.Head) > len(cur.Head) {
+					cur.Head = p.Head
+				}
+				s.acked[k] = cur
+			} else {
+				s.acked[k] = p
+			}
 		}
-		for _, ino := range b.forget {
-			delete(s.acked, ino)
-		}
-		snapshot := make(map[uint64]Position, len(s.acked))
-		for k, v := range s.acked {
-			snapshot[k] = v
+		for _, k := range b.forget {
+			delete(s.acked, k)
 		}
 		s.mu.Unlock()
-		if err := saveCheckpoint(s.cfg.Checkpoint, snapshot); err != nil {
-			s.log.Error("failed to save the checkpoint", "err", err)
-			continue
-		}
-		s.mu.Lock()
-		s.lastCheckpoint = time.Now()
-		s.mu.Unlock()
+		s.save()
 	}
+}
+
+// save writes the acknowledged positions. Saves are serialized and each
+// takes its snapshot inside the lock, so the newest state is written last.
+func (s *Shipper) save() {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.mu.Lock()
+	snapshot := make(map[string]Position, len(s.acked))
+	for k, v := range s.acked {
+		snapshot[k] = v
+	}
+	s.mu.Unlock()
+	if err := saveCheckpoint(s.cfg.Checkpoint, snapshot); err != nil {
+		s.log.Error("failed to save the checkpoint", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.lastCheckpoint = time.Now()
+	s.mu.Unlock()
+}
+
+// register records a file generation (at its start offset) before
+// anything of it is shipped, and later where it lives and its head: if it
+// is renamed or copied while we are down, the next run knows the rotated
+// file is ours to finish (and tells it from a copytruncate copy). It
+// reports whether the checkpoint needs saving.
+func (s *Shipper) register(f *file) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.acked[f.key]; ok {
+		changed := cur.Inode != f.inode || cur.Path != f.name || len(f.head) > len(cur.Head)
+		cur.Inode, cur.Path, cur.Dir = f.inode, f.name, f.dir
+		if len(f.head) > len(cur.Head) {
+			cur.Head = f.head
+		}
+		s.acked[f.key] = cur
+		return changed
+	}
+	s.acked[f.key] = Position{Key: f.key, Dir: f.dir, Path: f.name, Inode: f.inode, Offset: f.pos, Head: f.head}
+	return true
 }
 
 // CheckpointAge is the time since the checkpoint was last written.
@@ -283,6 +339,12 @@ var (
 // discover opens new files, notices renamed, deleted and truncated ones,
 // and closes the ones that are finished.
 func (s *Shipper) discover(b *batch) {
+	registered := false
+	defer func() {
+		if registered {
+			s.save()
+		}
+	}()
 	pods, _ := os.ReadDir(s.cfg.Root)
 	seen := map[uint64]string{} // inode -> path
 	for _, pd := range pods {
@@ -328,17 +390,22 @@ func (s *Shipper) discover(b *batch) {
 					s.log.Warn("cannot open log", "file", filepath.Join(dir, name), "err", err)
 					continue
 				}
-				if known && pos.Offset <= fi.Size() {
-					f.pos = pos.Offset
-				}
-				if f.pos > 0 {
-					head := make([]byte, headLen)
-					if n, _ := f.f.ReadAt(head, 0); n > 0 {
-						f.head = head[:n]
-					}
-				}
 				delete(s.saved, ino)
 				s.files[ino] = f
+				f.key = newKey(ino)
+				if known {
+					f.key, f.head = pos.Key, pos.Head
+					if pos.Offset <= fi.Size() && f.headMatches() {
+						f.pos = pos.Offset
+					} else {
+						// Truncated and rewritten while we were down: the
+						// lines after our position are in the copy.
+						s.truncated(f, pos.Offset)
+					}
+				}
+				if s.register(f) {
+					registered = true
+				}
 			}
 		}
 	}
@@ -347,10 +414,14 @@ func (s *Shipper) discover(b *batch) {
 		path, ok := seen[ino]
 		if ok && currentLog.MatchString(filepath.Base(path)) {
 			// Still the live file: check for copytruncate.
+			f.captureHead()
+			if s.register(f) { // a new head or name to persist
+				registered = true
+			}
 			if fi, err := f.f.Stat(); err == nil && (fi.Size() < f.pos || !f.headMatches()) {
-				s.log.Info("file truncated; reading from the start", "file", path)
-				f.pos, f.buf, f.partial, f.skipping, f.head = 0, f.buf[:0], nil, false, nil
-				s.metrics.truncations.Inc()
+				s.log.Info("file truncated; reading its copy, then the file from the start", "file", path)
+				s.truncated(f, f.pos-int64(len(f.buf)))
+				registered = true
 			}
 			if fi, err := f.f.Stat(); err == nil {
 				s.metrics.lag.WithLabelValues(f.ns, f.pod, f.container).Set(float64(fi.Size() - f.pos))
@@ -373,15 +444,15 @@ func (s *Shipper) discover(b *batch) {
 			}
 			f.f.Close()
 			delete(s.files, ino)
-			b.forget = append(b.forget, ino)
+			b.forget = append(b.forget, f.key)
 			s.metrics.lag.DeleteLabelValues(f.ns, f.pod, f.container)
 		}
 	}
 	// Checkpointed files that no longer exist anywhere: forget them.
-	for ino := range s.saved {
+	for ino, p := range s.saved {
 		if _, ok := seen[ino]; !ok {
 			delete(s.saved, ino)
-			b.forget = append(b.forget, ino)
+			b.forget = append(b.forget, p.Key)
 		}
 	}
 }
@@ -398,6 +469,73 @@ func (s *Shipper) open(dir, name string, ino uint64, podParts []string, containe
 	}
 	return &file{dir: dir, name: name, ns: podParts[0], pod: podParts[1], uid: podParts[2], container: container,
 		inode: ino, f: fh, buf: make([]byte, 0, 32<<10)}, nil
+}
+
+// truncated handles a copytruncate of f: the copy (a rotated name in the
+// same dir starting with f's head) is read from offset, the position up to
+// which f was parsed, and f from its start.
+func (s *Shipper) truncated(f *file, offset int64) {
+	s.metrics.truncations.Inc()
+	if len(f.head) > 0 {
+		if c := s.findCopy(f.dir, f.head, offset); c != nil {
+			// The copy carries on f's generation.
+			c.pos, c.head, c.rotated, c.rotatedAt, c.key = offset, f.head, true, time.Now(), f.key
+			c.partial, c.partialTrunc = f.partial, f.partialTrunc
+			s.files[c.inode] = c
+			s.register(c)
+		}
+	}
+	f.pos, f.buf, f.partial, f.partialTrunc, f.skipping, f.head = 0, f.buf[:0], nil, false, false, nil
+	f.key = newKey(f.inode)
+	s.register(f)
+}
+
+// findCopy opens an untracked rotated file of dir that starts with head and
+// is longer than offset.
+func (s *Shipper) findCopy(dir string, head []byte, offset int64) *file {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !rotatedLog.MatchString(e.Name()) || strings.HasSuffix(e.Name(), ".gz") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.Size() < offset {
+			continue
+		}
+		ino := fi.Sys().(*syscall.Stat_t).Ino
+		if _, tracked := s.files[ino]; tracked {
+			continue
+		}
+		pod := strings.SplitN(filepath.Base(filepath.Dir(dir)), "_", 3)
+		if len(pod) != 3 {
+			return nil
+		}
+		c, err := s.open(dir, e.Name(), ino, pod, filepath.Base(dir))
+		if err != nil {
+			continue
+		}
+		got := make([]byte, len(head))
+		if n, _ := c.f.ReadAt(got, 0); n == len(head) && bytes.Equal(got, head) {
+			return c
+		}
+		c.f.Close()
+	}
+	return nil
+}
+
+// captureHead remembers the file's first bytes (up to headLen) once the
+// file has them, extending a short head only while it is still a prefix.
+func (f *file) captureHead() bool {
+	if len(f.head) >= headLen || f.rotated {
+		return false
+	}
+	head := make([]byte, headLen)
+	n, _ := f.f.ReadAt(head, 0)
+	if n > len(f.head) && bytes.HasPrefix(head[:n], f.head) {
+		f.head = head[:n]
+		return true
+	}
+	return false
 }
 
 // headMatches reports whether the file still starts with the bytes it
@@ -430,6 +568,9 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 			err = nil
 		}
 		return 0, err
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
 	}
 	f.idleSince = time.Time{}
 	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {
@@ -516,6 +657,6 @@ func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
 	b.records = append(b.records, r)
 	b.bytes += len(msg)
 	if end >= 0 {
-		b.ends[f.inode] = Position{Dir: f.dir, Path: f.name, Inode: f.inode, Offset: end}
+		b.ends[f.key] = Position{Key: f.key, Dir: f.dir, Path: f.name, Inode: f.inode, Offset: end, Head: f.head}
 	}
 }

@@ -8,7 +8,7 @@ import (
 func TestPodUIDFromCgroups(t *testing.T) {
 	for _, tc := range []struct {
 		name, content, want string
-		err              error
+		err                 error
 	}{
 		{name: "cgroupfs v1", content: "12:pids:/kubepods/burstable/pod2c48913c-b29f-11e7-9350-020968147796/9bca8d63d5fa610783847915bcff0ecac1273e5b4bed3f6fa1b07350e0135961\n11:memory:/kubepods/burstable/pod2c48913c-b29f-11e7-9350-020968147796/9bca8d63d5fa\n", want: "2c48913c-b29f-11e7-9350-020968147796"},
 		{name: "systemd v1", content: "1:name=systemd:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod2c48913c_b29f_11e7_9350_020968147796.slice/cri-containerd-9bca8d63.scope\n", want: "2c48913c-b29f-11e7-9350-020968147796"},

@@ -28,7 +28,9 @@ import (
 // has been loaded, or with an error if it cannot be within the timeout.
 func (is *Issuer) WatchSecret(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration) error {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
 	inf := f.Core().V1().Secrets().Informer()
 	loaded := make(chan struct{})
 	var once sync.Once

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"text/template"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -19,6 +20,9 @@ type KafkaConfig struct {
 	Topic string
 	// Compression: zstd (default), lz4, snappy, gzip or none.
 	Compression string
+	// DeliveryTimeout fails a batch the brokers did not take in time
+	// (default 30s); the shipper retries it.
+	DeliveryTimeout time.Duration
 	// Opts are extra franz-go options (tests).
 	Opts []kgo.Opt
 }
@@ -38,6 +42,9 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	tmpl, err := template.New("topic").Option("missingkey=error").Parse(cfg.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("bad topic template %q: %w", cfg.Topic, err)
+	}
+	if cfg.DeliveryTimeout == 0 {
+		cfg.DeliveryTimeout = 30 * time.Second
 	}
 	var codec kgo.CompressionCodec
 	switch cfg.Compression {
@@ -60,7 +67,12 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100000),
-		kgo.RecordRetries(0), // retry forever: the shipper decides when to give up
+		// A batch the broker cannot take in time fails back to the shipper,
+		// which backs off and sends it again (nothing is dropped).
+		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		kgo.UnknownTopicRetries(-1),
+		// Topics per service appear as services do (where brokers allow).
+		kgo.AllowAutoTopicCreation(),
 	}, cfg.Opts...)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {

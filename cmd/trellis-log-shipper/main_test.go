@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestMain lets the test binary run as the shipper, so the fault test can
+// kill -9 a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("TRELLIS_LOG_SHIPPER_MAIN") == "1" {
+		os.Args = append([]string{os.Args[0]}, strings.Fields(os.Getenv("TRELLIS_LOG_SHIPPER_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// kafka is franz-go's kfake: an in-process cluster speaking the real Kafka
+// protocol (no broker can be installed here), persisted in a data dir so
+// it can go down and come back with its data.
+type kafka struct {
+	t    *testing.T
+	port int
+	dir  string
+	mu   sync.Mutex
+	c    *kfake.Cluster
+}
+
+func (k *kafka) start() {
+	k.t.Helper()
+	var c *kfake.Cluster
+	var err error
+	for range 50 { // the port may linger briefly after a stop
+		c, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(k.port), kfake.DataDir(k.dir), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(3))
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.c = c
+	k.mu.Unlock()
+}
+
+func (k *kafka) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.c != nil {
+		k.c.Close()
+		k.c = nil
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// writer plays the container runtime and the kubelet: it appends CRI lines
+// (some split into partial chunks) to three containers' logs and rotates
+// them, by rename (the kubelet's way) and by copytruncate.
+type writer struct {
+	root    string
+	dirs    []string
+	mu      sync.Mutex
+	written map[string]bool
+	n       atomic.Int64
+}
+
+func (w *writer) line(i int, seq int64) {
+	msg := fmt.Sprintf("c%d seq %d %s", i, seq, strings.Repeat("x", rand.IntN(80)))
+	ts := time.Now().UTC().Format(time.RFC3339Nano)
+	var out string
+	if seq%7 == 0 && len(msg) > 20 { // a partial line: two P chunks and an F
+		out = fmt.Sprintf("%s stdout P %s\n%s stdout P %s\n%s stdout F %s\n", ts, msg[:5], ts, msg[5:12], ts, msg[12:])
+	} else {
+		out = fmt.Sprintf("%s stdout F %s\n", ts, msg)
+	}
+	f, err := os.OpenFile(filepath.Join(w.dirs[i], "0.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	_, _ = f.WriteString(out)
+	f.Close()
+	w.mu.Lock()
+	w.written[msg] = true
+	w.mu.Unlock()
+}
+
+func (w *writer) run(ctx context.Context) {
+	var seq int64
+	lastRotate := time.Now()
+	rotations := 0
+	for ctx.Err() == nil {
+		for i := range w.dirs {
+			w.line(i, seq)
+		}
+		seq++
+		w.n.Add(int64(len(w.dirs)))
+		if time.Since(lastRotate) > 1500*time.Millisecond {
+			rotations++
+			// Container 0: rename; container 1: copytruncate.
+			p0 := filepath.Join(w.dirs[0], "0.log")
+			_ = os.Rename(p0, fmt.Sprintf("%s.%d", p0, rotations))
+			p1 := filepath.Join(w.dirs[1], "0.log")
+			if b, err := os.ReadFile(p1); err == nil {
+				_ = os.WriteFile(fmt.Sprintf("%s.%d", p1, rotations), b, 0o644)
+				_ = os.Truncate(p1, 0)
+			}
+			lastRotate = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestIntegrationKillAndKafkaOutage(t *testing.T) {
+	k := &kafka{t: t, port: freePort(t), dir: t.TempDir()}
+	k.start()
+	t.Cleanup(k.stop)
+	root := t.TempDir()
+	w := &writer{root: root, written: map[string]bool{}}
+	for i, pod := range []string{"shop_web-1_u1", "shop_web-2_u2", "ml_train-0_u3"} {
+		d := filepath.Join(root, pod, fmt.Sprintf("ctr%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w.dirs = append(w.dirs, d)
+	}
+	state := t.TempDir()
+	const batchLines = 500
+	args := fmt.Sprintf("--root=%s --checkpoint=%s --sink=kafka --brokers=127.0.0.1:%d --kubeconfig=none --listen=127.0.0.1:0 --batch-lines=%d --poll=50ms --node-name=node-a",
+		root, filepath.Join(state, "checkpoint.json"), k.port, batchLines)
+	var logs strings.Builder
+	var logsMu sync.Mutex
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "TRELLIS_LOG_SHIPPER_MAIN=1", "TRELLIS_LOG_SHIPPER_ARGS="+args)
+		pr, pw, _ := os.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		go func() {
+			b := make([]byte, 4096)
+			for {
+				n, err := pr.Read(b)
+				logsMu.Lock()
+				logs.Write(b[:n])
+				logsMu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+		return cmd
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logsMu.Lock()
+			out := logs.String()
+			logsMu.Unlock()
+			if len(out) > 4000 {
+				out = out[len(out)-4000:]
+			}
+			t.Logf("shipper output (tail):\n%s", out)
+		}
+	})
+
+	ctx, stopWriter := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { w.run(ctx) })
+
+	// kill -9 at random points; Kafka goes away for 4 s in the middle.
+	kills := 0
+	deadline := time.Now().Add(30 * time.Second)
+	outage := false
+	for time.Now().Before(deadline) {
+		cmd := start()
+		time.Sleep(time.Duration(300+rand.IntN(2500)) * time.Millisecond)
+		if !outage && time.Until(deadline) < 18*time.Second {
+			outage = true
+			k.stop()
+			time.Sleep(4 * time.Second)
+			k.start()
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		kills++
+	}
+	stopWriter()
+	wg.Wait()
+	total := int(w.n.Load())
+
+	// A last run ships the rest; then read everything back.
+	final := start()
+	t.Cleanup(func() { _ = final.Process.Kill(); _ = final.Wait() })
+	counts := map[string]int{}
+	var records int
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", k.port)), kgo.ConsumeTopics("logs.unowned"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	end := time.Now().Add(60 * time.Second)
+	for time.Now().Before(end) && len(counts) < total {
+		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := consumer.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			var rec struct {
+				Log, Namespace, Pod, Container, Node string
+			}
+			if err := json.Unmarshal(r.Value, &rec); err != nil {
+				t.Fatalf("record %q: %v", r.Value, err)
+			}
+			if rec.Namespace == "" || rec.Pod == "" || rec.Node != "node-a" {
+				t.Fatalf("record without its identity: %+v", rec)
+			}
+			counts[rec.Log]++
+			records++
+		})
+	}
+	var lost []string
+	for msg := range w.written {
+		if counts[msg] == 0 {
+			lost = append(lost, msg)
+		}
+	}
+	dups := records - len(counts)
+	t.Logf("%d lines written across %d kill -9s and a 4 s Kafka outage; %d records consumed, %d duplicates (bound %d), %d lost",
+		total, kills, records, dups, (kills+1)*batchLines, len(lost))
+	if len(lost) > 0 {
+		ranges := map[string][2]int{}
+		for _, l := range lost {
+			var c string
+			var n int
+			fmt.Sscanf(l, "%s seq %d", &c, &n)
+			r, ok := ranges[c]
+			if !ok {
+				r = [2]int{n, n}
+			}
+			r[0], r[1] = min(r[0], n), max(r[1], n)
+			ranges[c] = r
+		}
+		t.Logf("lost seq ranges by container: %v (writer wrote about %d per container)", ranges, total/3)
+		t.Fatalf("%d lines lost, e.g. %q", len(lost), lost[:min(3, len(lost))])
+	}
+	if len(counts) != len(w.written) {
+		t.Errorf("%d distinct lines consumed, %d written: something was invented", len(counts), len(w.written))
+	}
+	if dups > (kills+1)*batchLines {
+		t.Errorf("%d duplicates: more than one batch (%d lines) per restart (%d)", dups, batchLines, kills+1)
+	}
+}
