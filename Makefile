@@ -49,6 +49,8 @@ bench: tools ## Run benchmarks and print their numbers (controller vs native; Zo
 	$(GO) run ./bench/controller -n $(BENCH_N)
 	$(GO) run ./bench/zkregistrar -pods 110 -flips 400
 	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
+	@command -v rsyslogd >/dev/null || { echo "bench/logshipper compares with rsyslog: apt-get install rsyslog"; exit 1; }
+	$(GO) run ./bench/logshipper -lines 2000000
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s

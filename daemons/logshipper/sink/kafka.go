@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/template"
 	"time"
@@ -103,10 +102,7 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 			topic = buf.String()
 			topics[tk] = topic
 		}
-		v, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
+		v := r.AppendJSON(nil)
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(r.Namespace + "/" + r.Pod), Value: v})
 	}
 	return k.client.ProduceSync(ctx, recs...).FirstErr()

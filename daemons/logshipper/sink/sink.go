@@ -5,7 +5,6 @@ package sink
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"sync"
@@ -43,6 +42,7 @@ type Writer struct {
 	mu   sync.Mutex
 	w    *bufio.Writer
 	f    *os.File
+	buf  []byte
 }
 
 // Stdout writes to standard output.
@@ -65,9 +65,10 @@ func (s *Writer) Name() string { return s.name }
 func (s *Writer) Send(_ context.Context, batch []Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	enc := json.NewEncoder(s.w)
 	for i := range batch {
-		if err := enc.Encode(&batch[i]); err != nil {
+		s.buf = batch[i].AppendJSON(s.buf[:0])
+		s.buf = append(s.buf, '\n')
+		if _, err := s.w.Write(s.buf); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,69 @@
+package logshipper
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+)
+
+// TestIntegrationEnrichment: records carry the pod's Trellis service, env
+// and labels from the node-scoped informer, and keep them for the last
+// lines of a pod deleted from the API.
+func TestIntegrationEnrichment(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mk := func(name, node string) *corev1.Pod {
+		p, err := cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{inject.LabelService: "web", "team": "payments"},
+				Annotations: map[string]string{inject.AnnotationDiscoveryEnv: "prod"}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mine, other := mk("web-1", "node-a"), mk("web-2", "node-b")
+	meta := NewPodMetadata(cp.Client, "node-a")
+	go meta.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for !meta.HasSynced() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, _, ok := meta.Lookup(string(other.UID)); ok {
+		t.Error("the informer holds a pod of another node")
+	}
+	// The pod is deleted from the API; its log lines arrive afterwards.
+	if err := cp.Client.CoreV1().Pods("shop").Delete(ctx, "web-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", string(mine.UID), "app")
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "after the pod was deleted"))
+	m := &memSink{}
+	sh, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: m, Meta: meta, Node: "node-a", Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = sh.Run(ctx) }()
+	waitLogs(t, m, 1)
+	m.mu.Lock()
+	r := m.recs[0]
+	m.mu.Unlock()
+	if r.Service != "web" || r.Env != "prod" || r.Labels["team"] != "payments" || r.Node != "node-a" || r.UID != string(mine.UID) {
+		t.Errorf("record not enriched: %+v", r)
+	}
+}

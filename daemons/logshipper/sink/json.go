@@ -1,0 +1,115 @@
+package sink
+
+import (
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// AppendJSON appends r as one JSON object, the same as encoding/json
+// produces for Record (field names, omitempty, sorted label keys), without
+// reflection: the shipper's hottest path. TestAppendJSONMatchesEncodingJSON
+// holds it to encoding/json's output.
+func (r *Record) AppendJSON(b []byte) []byte {
+	b = append(b, `{"time":"`...)
+	b = r.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","stream":`...)
+	b = appendString(b, r.Stream)
+	b = append(b, `,"log":`...)
+	b = appendString(b, r.Log)
+	b = append(b, `,"namespace":`...)
+	b = appendString(b, r.Namespace)
+	b = append(b, `,"pod":`...)
+	b = appendString(b, r.Pod)
+	b = append(b, `,"container":`...)
+	b = appendString(b, r.Container)
+	b = append(b, `,"uid":`...)
+	b = appendString(b, r.UID)
+	for _, f := range []struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
+		if f.v != "" {
+			b = append(b, f.k...)
+			b = appendString(b, f.v)
+		}
+	}
+	if len(r.Labels) > 0 {
+		b = append(b, `,"labels":{`...)
+		keys := make([]string, 0, len(r.Labels))
+		for k := range r.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, r.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	if r.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
+	if r.Malformed {
+		b = append(b, `,"malformed":true`...)
+	}
+	return append(b, '}')
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string the way encoding/json does:
+// invalid UTF-8 becomes U+FFFD, <, > and & and U+2028/2029 are escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
