@@ -242,7 +242,9 @@ type RefusedError struct {
 	Message string
 }
 
-func (e *RefusedError) Error() string { return fmt.Sprintf("agent refused (%d): %s", e.Code, e.Message) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("agent refused (%d): %s", e.Code, e.Message)
+}
 
 func publicKeyMatches(c *x509.Certificate, k *ecdsa.PrivateKey) bool {
 	pub, ok := c.PublicKey.(*ecdsa.PublicKey)
