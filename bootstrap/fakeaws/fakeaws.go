@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	autoscalingtypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -38,6 +39,9 @@ type Cloud struct {
 
 	ec2      *ec2Fixes
 	launched int
+	// asgMu serializes LaunchInstances with the autoscaling calls, since
+	// it edits the fake's groups directly.
+	asgMu sync.Mutex
 }
 
 // Install makes kops's cloud lookups for region return a fake AWS with the
@@ -68,7 +72,7 @@ func Install(region string, zones []string, images []string) (*Cloud, error) {
 		instances: map[string]*ec2types.Instance{},
 	}
 	mc.MockEC2 = c.ec2
-	mc.MockAutoscaling = c.FakeAutoscaling
+	mc.MockAutoscaling = &asgFixes{AutoScalingAPI: c.FakeAutoscaling, c: c}
 	mc.MockELBV2 = elbv2Fixes{c.FakeELBV2}
 	mc.MockIAM = c.FakeIAM
 	mc.MockRoute53 = &mockroute53.MockRoute53{}
@@ -320,6 +324,8 @@ func (c *Cloud) LaunchTemplateVersion(id string) int64 {
 // group's desired capacity, which kops's fake never does: each gets the
 // group's current launch-template version. It returns the new instance ids.
 func (c *Cloud) LaunchInstances() []string {
+	c.asgMu.Lock()
+	defer c.asgMu.Unlock()
 	var ids []string
 	for _, g := range c.FakeAutoscaling.Groups {
 		lt := g.LaunchTemplate
@@ -381,4 +387,58 @@ func (m elbv2Fixes) CreateTargetGroup(ctx context.Context, in *elbv2.CreateTarge
 	out.TargetGroups[0].HealthCheckPath = in.HealthCheckPath
 	out.TargetGroups[0].Matcher = in.Matcher
 	return out, nil
+}
+
+// asgFixes: the fake's TerminateInstanceInAutoScalingGroup ignores
+// ShouldDecrementDesiredCapacity and leaves the EC2 instance running; AWS
+// decrements and terminates. Calls are serialized with LaunchInstances.
+type asgFixes struct {
+	awsinterfaces.AutoScalingAPI
+	c *Cloud
+}
+
+func (m *asgFixes) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
+	m.c.asgMu.Lock()
+	defer m.c.asgMu.Unlock()
+	var group *autoscalingtypes.AutoScalingGroup
+	for _, g := range m.c.FakeAutoscaling.Groups {
+		for _, i := range g.Instances {
+			if aws.ToString(i.InstanceId) == aws.ToString(in.InstanceId) {
+				group = g
+			}
+		}
+	}
+	out, err := m.AutoScalingAPI.TerminateInstanceInAutoScalingGroup(ctx, in, optFns...)
+	if err != nil {
+		return out, err
+	}
+	if group != nil && aws.ToBool(in.ShouldDecrementDesiredCapacity) && aws.ToInt32(group.DesiredCapacity) > 0 {
+		group.DesiredCapacity = aws.Int32(aws.ToInt32(group.DesiredCapacity) - 1)
+	}
+	m.c.ec2.mu.Lock()
+	if inst, ok := m.c.ec2.instances[aws.ToString(in.InstanceId)]; ok {
+		inst.State = &ec2types.InstanceState{Name: ec2types.InstanceStateNameTerminated}
+	}
+	m.c.ec2.mu.Unlock()
+	return out, nil
+}
+
+func (m *asgFixes) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	m.c.asgMu.Lock()
+	defer m.c.asgMu.Unlock()
+	out, err := m.AutoScalingAPI.DescribeAutoScalingGroups(ctx, in, optFns...)
+	if err != nil || out == nil {
+		return out, err
+	}
+	// Copy instance lists: the fake hands out its own slices.
+	for i := range out.AutoScalingGroups {
+		out.AutoScalingGroups[i].Instances = append([]autoscalingtypes.Instance(nil), out.AutoScalingGroups[i].Instances...)
+	}
+	return out, nil
+}
+
+func (m *asgFixes) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
+	m.c.asgMu.Lock()
+	defer m.c.asgMu.Unlock()
+	return m.AutoScalingAPI.UpdateAutoScalingGroup(ctx, in, optFns...)
 }

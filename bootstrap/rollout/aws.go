@@ -1,0 +1,179 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kops/pkg/client/simple"
+	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
+)
+
+// AWSCloud is Cloud on AWS through kops's cloud (aws-sdk-go-v2 clients;
+// kops's cloudmock in tests). Groups are kops instance groups: ASG
+// "<group>.<cluster>" with a launch template; the instance group's image in
+// the state store is updated with the launch template.
+type AWSCloud struct {
+	AWS       awsup.AWSCloud
+	Cluster   string
+	Clientset simple.Clientset
+}
+
+func (c *AWSCloud) asg(group string) string { return group + "." + c.Cluster }
+
+// ResolveImage resolves ami-..., ssm:... and owner/name the way kops does.
+func (c *AWSCloud) ResolveImage(_ context.Context, image string) (string, error) {
+	img, err := c.AWS.ResolveImage(image)
+	if err != nil {
+		return "", fmt.Errorf("failed to resolve image %q: %w", image, err)
+	}
+	if img == nil || img.ImageId == nil {
+		return "", fmt.Errorf("image %q not found", image)
+	}
+	return aws.ToString(img.ImageId), nil
+}
+
+// Instances lists the group's instances with their launch-template versions.
+func (c *AWSCloud) Instances(ctx context.Context, group string) ([]Instance, int, error) {
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed to describe %s: %w", c.asg(group), err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return nil, 0, fmt.Errorf("autoscaling group %s not found", c.asg(group))
+	}
+	g := out.AutoScalingGroups[0]
+	var insts []Instance
+	for _, in := range g.Instances {
+		v := ""
+		if in.LaunchTemplate != nil {
+			v = aws.ToString(in.LaunchTemplate.Version)
+		}
+		insts = append(insts, Instance{ID: aws.ToString(in.InstanceId), Version: v})
+	}
+	return insts, int(aws.ToInt32(g.DesiredCapacity)), nil
+}
+
+func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name string, err error) {
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	if err != nil || len(out.AutoScalingGroups) == 0 {
+		return "", "", fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
+	}
+	g := out.AutoScalingGroups[0]
+	lt := g.LaunchTemplate
+	if lt == nil && g.MixedInstancesPolicy != nil && g.MixedInstancesPolicy.LaunchTemplate != nil {
+		lt = g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+	}
+	if lt == nil {
+		return "", "", fmt.Errorf("autoscaling group %s has no launch template", c.asg(group))
+	}
+	id = aws.ToString(lt.LaunchTemplateId)
+	lts, err := c.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
+	if err != nil || len(lts.LaunchTemplates) == 0 {
+		return "", "", fmt.Errorf("launch template %s: %w", id, errors.Join(err, errors.New("not found")))
+	}
+	return id, aws.ToString(lts.LaunchTemplates[0].LaunchTemplateName), nil
+}
+
+// SetImage creates a launch-template version with the image (from the
+// latest version), points the group at it, and records the image in the
+// instance group's spec in the state store.
+func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageChange, error) {
+	id, name, err := c.launchTemplate(ctx, group)
+	if err != nil {
+		return ImageChange{}, err
+	}
+	lts, err := c.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
+	if err != nil {
+		return ImageChange{}, err
+	}
+	latest := aws.ToInt64(lts.LaunchTemplates[0].LatestVersionNumber)
+	vers, err := c.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: aws.String(name), Versions: []string{fmt.Sprint(latest)},
+	})
+	if err != nil || len(vers.LaunchTemplateVersions) == 0 {
+		return ImageChange{}, fmt.Errorf("launch template %s version %d: %w", name, latest, errors.Join(err, errors.New("not found")))
+	}
+	cur := vers.LaunchTemplateVersions[0].LaunchTemplateData
+	ch := ImageChange{PrevVersion: fmt.Sprint(latest), NewVersion: fmt.Sprint(latest)}
+	if cur != nil {
+		ch.PrevImage = aws.ToString(cur.ImageId)
+	}
+	if ch.PrevImage != imageID {
+		out, err := c.AWS.EC2().CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
+			LaunchTemplateId: aws.String(id), LaunchTemplateName: aws.String(name), SourceVersion: aws.String(fmt.Sprint(latest)),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(imageID)},
+			VersionDescription: aws.String("trellis ami rollout"),
+		})
+		if err != nil || out == nil || out.LaunchTemplateVersion == nil {
+			return ImageChange{}, fmt.Errorf("failed to create a launch template version of %s: %w", name, errors.Join(err, errors.New("no version returned")))
+		}
+		ch.NewVersion = fmt.Sprint(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber))
+	} else {
+		// Already done before a restart: the previous version is the one
+		// before the latest.
+		ch.PrevVersion = fmt.Sprint(latest - 1)
+	}
+	if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(c.asg(group)),
+		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String(ch.NewVersion)},
+	}); err != nil {
+		return ImageChange{}, fmt.Errorf("failed to point %s at version %s: %w", c.asg(group), ch.NewVersion, err)
+	}
+	if c.Clientset != nil {
+		cl, err := c.Clientset.GetCluster(ctx, c.Cluster)
+		if err != nil {
+			return ImageChange{}, err
+		}
+		igs := c.Clientset.InstanceGroupsFor(cl)
+		ig, err := igs.Get(ctx, group, metav1.GetOptions{})
+		if err != nil {
+			return ImageChange{}, fmt.Errorf("instance group %s: %w", group, err)
+		}
+		if ig.Spec.Image != imageID {
+			ig.Spec.Image = imageID
+			if _, err := igs.Update(ctx, ig, metav1.UpdateOptions{}); err != nil {
+				return ImageChange{}, fmt.Errorf("failed to record the image of %s in the state store: %w", group, err)
+			}
+		}
+	}
+	return ch, nil
+}
+
+// SetDesired sets the group's desired capacity, raising its maximum if needed.
+func (c *AWSCloud) SetDesired(ctx context.Context, group string, n int) error {
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	if err != nil || len(out.AutoScalingGroups) == 0 {
+		return fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
+	}
+	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(c.asg(group)), DesiredCapacity: aws.Int32(int32(n))}
+	if int32(n) > aws.ToInt32(out.AutoScalingGroups[0].MaxSize) {
+		in.MaxSize = aws.Int32(int32(n))
+	}
+	if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, in); err != nil {
+		return fmt.Errorf("failed to set the capacity of %s to %d: %w", c.asg(group), n, err)
+	}
+	return nil
+}
+
+// Terminate terminates an instance and decrements the desired capacity in
+// one call; an instance already gone is done.
+func (c *AWSCloud) Terminate(ctx context.Context, group, id string) error {
+	_, err := c.AWS.Autoscaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(true),
+	})
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "not found") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to terminate %s: %w", id, err)
+	}
+	return nil
+}

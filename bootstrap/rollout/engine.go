@@ -1,0 +1,491 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Instance is a cloud instance of a group.
+type Instance struct {
+	ID string
+	// Version is the launch-template version it was launched from.
+	Version string
+}
+
+// Cloud is what a rollout needs from the cloud (AWS: see AWSCloud).
+type Cloud interface {
+	// ResolveImage turns ami-..., ssm:... or owner/name into an image id.
+	ResolveImage(ctx context.Context, image string) (string, error)
+	// Instances of a group and its desired capacity.
+	Instances(ctx context.Context, group string) ([]Instance, int, error)
+	// SetImage makes new instances of the group use image: a new launch
+	// template version the group uses. Calling it again with the same
+	// image changes nothing and reports the same versions.
+	SetImage(ctx context.Context, group, imageID string) (ImageChange, error)
+	// SetDesired sets the group's desired capacity (absolute: idempotent).
+	SetDesired(ctx context.Context, group string, n int) error
+	// Terminate terminates an instance of the group and decrements its
+	// desired capacity; an instance already gone is not an error.
+	Terminate(ctx context.Context, group, id string) error
+}
+
+// ImageChange is what SetImage did.
+type ImageChange struct {
+	PrevVersion, PrevImage, NewVersion string
+}
+
+// Cluster is what a rollout needs from Kubernetes (see KubeCluster).
+type Cluster interface {
+	// Node returns the node of an instance, or nil while it has none.
+	Node(ctx context.Context, instanceID string) (*corev1.Node, error)
+	// Ready reports whether a new node passes the built-in gates (Ready,
+	// every runtime DaemonSet pod Ready on it); reason says why not.
+	Ready(ctx context.Context, node *corev1.Node) (ok bool, reason string, err error)
+	// Taint marks an old node PreferNoSchedule.
+	Taint(ctx context.Context, node *corev1.Node, rollout string) error
+	// Drain cordons the node and evicts its pods through the Eviction API,
+	// reporting PDBs that block (blocked is called while they do).
+	Drain(ctx context.Context, node *corev1.Node, opts DrainOptions, blocked func(string)) error
+}
+
+// Store persists the state (the kops state store; a file in tests).
+type Store interface {
+	Load(ctx context.Context) (*State, error) // (nil, nil) when there is none
+	Save(ctx context.Context, s *State) error
+}
+
+// Roller runs a rollout.
+type Roller struct {
+	cloud   Cloud
+	cluster Cluster
+	store   Store
+	opts    Options
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	state *State
+	sem   chan struct{}
+}
+
+// New returns a roller.
+func New(cloud Cloud, cluster Cluster, store Store, opts Options, log *slog.Logger) *Roller {
+	if opts.Poll == 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.GateTimeout == 0 {
+		opts.GateTimeout = 15 * time.Minute
+	}
+	if opts.Drain.Timeout == 0 {
+		opts.Drain.Timeout = 10 * time.Minute
+	}
+	if opts.LockTTL == 0 {
+		opts.LockTTL = 5 * time.Minute
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Roller{cloud: cloud, cluster: cluster, store: store, opts: opts, log: log}
+}
+
+// Start begins a new rollout, or resumes the one in the store (a run that
+// was killed, or paused). It returns when the rollout is done, paused,
+// aborted or failed.
+func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) {
+	st, err := r.store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	switch {
+	case st == nil || st.Status == StatusDone || st.Status == StatusAborted:
+		if r.opts.Image == "" {
+			return nil, ErrNoRollout
+		}
+		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Status: StatusRunning, Groups: map[string]*GroupProgress{}}
+		budget := r.opts.Budget
+		for name, s := range r.opts.Groups {
+			if s.MaxSurge < 1 {
+				return nil, fmt.Errorf("group %s: maxSurge must be at least 1", name)
+			}
+			st.Groups[name] = &GroupProgress{Name: name, Strategy: s}
+			if r.opts.Budget == 0 {
+				budget += s.MaxSurge
+			}
+		}
+		st.Budget = budget
+	case st.Lock.Owner != r.opts.Owner && now.Before(st.Lock.Expires):
+		return st, fmt.Errorf("%w: %s until %s", ErrLocked, st.Lock.Owner, st.Lock.Expires.Format(time.RFC3339))
+	case st.Status == StatusAborting:
+		st.Status = StatusAborted
+	default:
+		st.Status = StatusRunning
+	}
+	r.state = st
+	if st.Status == StatusAborted {
+		return st, r.save(ctx)
+	}
+	if err := r.save(ctx); err != nil {
+		return nil, err
+	}
+	r.sem = make(chan struct{}, max(st.Budget, 1))
+
+	var wg sync.WaitGroup
+	errs := make([]error, 0)
+	var emu sync.Mutex
+	for _, g := range st.Groups {
+		wg.Go(func() {
+			if err := r.group(ctx, g); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("group %s: %w", g.Name, err))
+				emu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	err = errors.Join(errs...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return st, ctx.Err() // killed: the lock expires, the state stays
+	case err != nil && errors.Is(err, ErrStopped):
+		// paused or aborted: the status says which
+		if st.Status == StatusAborting {
+			st.Status = StatusAborted
+		}
+	case err != nil:
+		st.Status, st.Message = StatusFailed, err.Error()
+	default:
+		st.Status = StatusDone
+		for _, g := range st.Groups {
+			if !g.Done {
+				st.Status = StatusRunning
+			}
+		}
+	}
+	st.Lock = Lock{}
+	if serr := r.saveLocked(ctx); serr != nil {
+		return st, errors.Join(err, serr)
+	}
+	if errors.Is(err, ErrStopped) {
+		return st, nil
+	}
+	return st, err
+}
+
+func (r *Roller) save(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.saveLocked(ctx)
+}
+
+func (r *Roller) saveLocked(ctx context.Context) error {
+	st := r.state
+	st.Updated = time.Now()
+	if st.Status == StatusRunning || st.Status == StatusAborting {
+		st.Lock = Lock{Owner: r.opts.Owner, Expires: st.Updated.Add(r.opts.LockTTL)}
+	}
+	if err := r.store.Save(context.WithoutCancel(ctx), st); err != nil {
+		return fmt.Errorf("failed to persist the rollout: %w", err)
+	}
+	return nil
+}
+
+// step persists progress and reports it; then it honours pause and abort
+// requests made through the store since the last step.
+func (r *Roller) step(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if stored, err := r.store.Load(ctx); err == nil && stored != nil && (stored.Status == StatusPaused || stored.Status == StatusAborting) {
+		r.state.Status = stored.Status
+	}
+	err := r.saveLocked(ctx)
+	snapshot := r.snapshotLocked()
+	status := r.state.Status
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if r.opts.OnStep != nil {
+		r.opts.OnStep(snapshot)
+	}
+	if status == StatusPaused || status == StatusAborting {
+		return fmt.Errorf("%w: %s", ErrStopped, status)
+	}
+	return nil
+}
+
+func (r *Roller) snapshotLocked() State {
+	s := *r.state
+	s.Groups = map[string]*GroupProgress{}
+	for k, g := range r.state.Groups {
+		c := *g
+		c.Old, c.Replaced = slices.Clone(g.Old), slices.Clone(g.Replaced)
+		if g.Batch != nil {
+			b := *g.Batch
+			b.Old, b.Drained = slices.Clone(g.Batch.Old), slices.Clone(g.Batch.Drained)
+			c.Batch = &b
+		}
+		s.Groups[k] = &c
+	}
+	return s
+}
+
+// edit changes a group's progress under the lock.
+func (r *Roller) edit(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn()
+}
+
+// group rolls one instance group to the end, or until stopped.
+func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
+	if g.Done {
+		return nil
+	}
+	if g.NewVersion == "" {
+		img, err := r.cloud.ResolveImage(ctx, r.state.Image)
+		if err != nil {
+			return err
+		}
+		ch, err := r.cloud.SetImage(ctx, g.Name, img)
+		if err != nil {
+			return err
+		}
+		next := ch.NewVersion
+		insts, desired, err := r.cloud.Instances(ctx, g.Name)
+		if err != nil {
+			return err
+		}
+		r.edit(func() {
+			g.ImageID, g.PrevVersion, g.PrevImage, g.NewVersion, g.Base = img, ch.PrevVersion, ch.PrevImage, next, desired
+			g.Old = nil
+			for _, in := range insts {
+				if in.Version != next {
+					g.Old = append(g.Old, in.ID)
+				}
+			}
+		})
+		if err := r.step(ctx); err != nil {
+			return err
+		}
+		// Old nodes take no new pods unless they must.
+		for _, id := range g.Old {
+			if n, err := r.cluster.Node(ctx, id); err == nil && n != nil {
+				if err := r.cluster.Taint(ctx, n, r.state.ID); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for {
+		if g.Batch == nil {
+			rest := g.remaining()
+			if len(rest) == 0 {
+				r.edit(func() { g.Done = true })
+				return r.step(ctx)
+			}
+			k := g.Strategy.MaxSurge
+			if g.Strategy.Canary && len(g.Replaced) == 0 {
+				k = 1
+			}
+			k = min(k, len(rest))
+			// Budget: one slot per surged node across all groups.
+			for range k {
+				select {
+				case r.sem <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			_, desired, err := r.cloud.Instances(ctx, g.Name)
+			if err != nil {
+				r.release(k)
+				return err
+			}
+			r.edit(func() {
+				n := len(g.Replaced)/max(g.Strategy.MaxSurge, 1) + 1
+				g.Batch = &Batch{N: n, Old: rest[:k], Desired: desired + k, Step: StepSurge}
+			})
+			if err := r.step(ctx); err != nil {
+				r.release(k)
+				return err
+			}
+		} else {
+			// Resumed mid-batch: take its budget slots again.
+			for range len(g.Batch.Old) {
+				r.sem <- struct{}{}
+			}
+		}
+		err := r.batch(ctx, g)
+		r.release(len(g.Batch.Old))
+		if err != nil {
+			return err
+		}
+		canary := g.Strategy.Canary && len(g.Replaced) == len(g.Batch.Old)
+		r.edit(func() { g.Batch = nil })
+		if canary && g.Strategy.PauseAfterCanary {
+			r.edit(func() { r.state.Status = StatusPaused; r.state.Message = "paused after the canary of " + g.Name })
+		}
+		if err := r.step(ctx); err != nil {
+			return err
+		}
+		if g.Strategy.BakeTime > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(g.Strategy.BakeTime):
+			}
+		}
+	}
+}
+
+func (r *Roller) release(k int) {
+	for range k {
+		<-r.sem
+	}
+}
+
+// batch runs the current batch from its persisted step to the end.
+func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
+	b := g.Batch
+	for {
+		switch b.Step {
+		case StepSurge:
+			if err := r.cloud.SetDesired(ctx, g.Name, b.Desired); err != nil {
+				return err
+			}
+			r.edit(func() { b.Step = StepGate })
+		case StepGate:
+			if err := r.gate(ctx, g); err != nil {
+				return err
+			}
+			r.edit(func() { b.Step = StepDrain })
+		case StepDrain:
+			for _, id := range b.Old {
+				if slices.Contains(b.Drained, id) {
+					continue // drained before a restart: not twice
+				}
+				n, err := r.cluster.Node(ctx, id)
+				if err != nil {
+					return err
+				}
+				if n != nil {
+					start := time.Now()
+					err := r.cluster.Drain(ctx, n, r.opts.Drain, func(pdb string) {
+						r.edit(func() { g.Blocked = fmt.Sprintf("%s (for %s)", pdb, time.Since(start).Round(time.Second)) })
+					})
+					if err != nil {
+						return fmt.Errorf("%w: node %s: %w", ErrDrain, n.Name, err)
+					}
+				}
+				r.edit(func() { b.Drained = append(b.Drained, id); g.Blocked = "" })
+				if err := r.step(ctx); err != nil {
+					return err
+				}
+			}
+			r.edit(func() { b.Step = StepTerminate })
+		case StepTerminate:
+			for _, id := range b.Old {
+				if slices.Contains(g.Replaced, id) {
+					continue
+				}
+				if err := r.cloud.Terminate(ctx, g.Name, id); err != nil {
+					return err
+				}
+				r.edit(func() { g.Replaced = append(g.Replaced, id) })
+				if err := r.step(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := r.step(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// gate waits until the group holds as many new instances as replaced so
+// far plus this batch, each with a node passing every gate.
+func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
+	want := len(g.Replaced) + len(g.Batch.Old)
+	deadline := time.Now().Add(r.opts.GateTimeout)
+	var why string
+	for {
+		insts, _, err := r.cloud.Instances(ctx, g.Name)
+		if err != nil {
+			return err
+		}
+		ready := 0
+		why = fmt.Sprintf("%d of %d new instances launched", 0, want)
+		var fresh []Instance
+		for _, in := range insts {
+			if in.Version == g.NewVersion && !slices.Contains(g.Old, in.ID) {
+				fresh = append(fresh, in)
+			}
+		}
+		why = fmt.Sprintf("%d of %d new instances launched", len(fresh), want)
+		for _, in := range fresh {
+			n, err := r.cluster.Node(ctx, in.ID)
+			if err != nil {
+				return err
+			}
+			if n == nil {
+				why = "instance " + in.ID + " has no node yet"
+				continue
+			}
+			ok, reason, err := r.cluster.Ready(ctx, n)
+			if err != nil {
+				return err
+			}
+			if ok {
+				for _, check := range r.opts.Checks {
+					if cerr := check(ctx, n); cerr != nil {
+						ok, reason = false, cerr.Error()
+						break
+					}
+				}
+			}
+			if ok {
+				ready++
+			} else {
+				why = "node " + n.Name + ": " + reason
+			}
+		}
+		if ready >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w after %s: %s (old nodes keep serving)", ErrGate, r.opts.GateTimeout, why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.opts.Poll):
+		}
+	}
+}
+
+// Request records a pause or abort request in the store; the running
+// rollout honours it after its current step.
+func Request(ctx context.Context, store Store, status Status) (*State, error) {
+	st, err := store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || st.Status == StatusDone || st.Status == StatusAborted {
+		return st, ErrNoRollout
+	}
+	st.Status = status
+	return st, store.Save(ctx, st)
+}

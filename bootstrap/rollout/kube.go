@@ -1,0 +1,228 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+const instanceIndex = "instance"
+
+// KubeCluster is Cluster on a Kubernetes API: nodes from one informer
+// (found by the instance id in spec.providerID), evictions through the
+// Eviction API so PodDisruptionBudgets are honoured by the apiserver.
+type KubeCluster struct {
+	Client kubernetes.Interface
+	// RuntimeNamespaces hold the DaemonSets every node must run Ready
+	// before it counts (default trellis-system and kube-system).
+	RuntimeNamespaces []string
+	nodes             cache.SharedIndexInformer
+}
+
+// NewKubeCluster starts a node informer until ctx ends.
+func NewKubeCluster(ctx context.Context, client kubernetes.Interface) (*KubeCluster, error) {
+	f := informers.NewSharedInformerFactory(client, 0)
+	inf := f.Core().V1().Nodes().Informer()
+	if err := inf.AddIndexers(cache.Indexers{instanceIndex: func(obj any) ([]string, error) {
+		n := obj.(*corev1.Node)
+		p := n.Spec.ProviderID
+		return []string{p[strings.LastIndexByte(p, '/')+1:]}, nil
+	}}); err != nil {
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, ctx.Err()
+	}
+	return &KubeCluster{Client: client, RuntimeNamespaces: []string{"trellis-system", "kube-system"}, nodes: inf}, nil
+}
+
+// Node returns the node whose providerID ends with the instance id.
+func (k *KubeCluster) Node(_ context.Context, instanceID string) (*corev1.Node, error) {
+	objs, err := k.nodes.GetIndexer().ByIndex(instanceIndex, instanceID)
+	if err != nil || len(objs) == 0 {
+		return nil, err
+	}
+	return objs[0].(*corev1.Node), nil
+}
+
+// Ready: the node is Ready and schedulable, and every DaemonSet of the
+// runtime namespaces that targets it has a Ready pod on it.
+func (k *KubeCluster) Ready(ctx context.Context, n *corev1.Node) (bool, string, error) {
+	ready := false
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return false, "not Ready", nil
+	}
+	if n.Spec.Unschedulable {
+		return false, "cordoned", nil
+	}
+	pods, err := k.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
+	if err != nil {
+		return false, "", err
+	}
+	readyBy := map[types.UID]bool{}
+	for _, p := range pods.Items {
+		for _, o := range p.OwnerReferences {
+			if o.Kind == "DaemonSet" && podReady(&p) {
+				readyBy[o.UID] = true
+			}
+		}
+	}
+	for _, ns := range k.RuntimeNamespaces {
+		dss, err := k.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, ds := range dss.Items {
+			if targets(&ds, n) && !readyBy[ds.UID] {
+				return false, fmt.Sprintf("DaemonSet %s/%s has no Ready pod on it", ds.Namespace, ds.Name), nil
+			}
+		}
+	}
+	return true, "", nil
+}
+
+func targets(ds *appsv1.DaemonSet, n *corev1.Node) bool {
+	sel := labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector)
+	return sel.Matches(labels.Set(n.Labels))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Taint adds the rollout's PreferNoSchedule taint and annotation.
+func (k *KubeCluster) Taint(ctx context.Context, n *corev1.Node, rollout string) error {
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintKey {
+			return nil
+		}
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{AnnotationRollout: rollout + "/old"}},
+		"spec":     map[string]any{"taints": append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: rollout, Effect: corev1.TaintEffectPreferNoSchedule})},
+	}
+	return k.patch(ctx, n.Name, patch)
+}
+
+func (k *KubeCluster) patch(ctx context.Context, node string, patch map[string]any) error {
+	b, err := jsonMarshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = k.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{})
+	return err
+}
+
+// Drain cordons the node, evicts its pods (not DaemonSet or mirror pods,
+// nor pods marked skip; pods marked wait-for-completion are waited for),
+// and waits until they are gone. Evictions refused by a PDB are retried
+// until the timeout, and the blocking PDB is reported.
+func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptions, blocked func(string)) error {
+	if err := k.patch(ctx, n.Name, map[string]any{"spec": map[string]any{"unschedulable": true}}); err != nil {
+		return fmt.Errorf("failed to cordon: %w", err)
+	}
+	deadline := time.Now().Add(opts.Timeout)
+	for {
+		pods, err := k.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
+		if err != nil {
+			return err
+		}
+		left := 0
+		var blocker string
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if skipDrain(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			left++
+			if p.DeletionTimestamp != nil || p.Annotations[AnnotationDrain] == DrainWaitForCompletion {
+				continue // going, or left to finish
+			}
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+			if opts.GracePeriod != nil {
+				ev.DeleteOptions = &metav1.DeleteOptions{GracePeriodSeconds: opts.GracePeriod}
+			}
+			err := k.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+			switch {
+			case err == nil, apierrors.IsNotFound(err):
+			case apierrors.IsTooManyRequests(err):
+				blocker = k.pdbFor(ctx, p)
+			default:
+				return fmt.Errorf("failed to evict %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if blocker != "" && blocked != nil {
+			blocked(blocker)
+		}
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("%d pods still on the node after %s", left, opts.Timeout)
+			if blocker != "" {
+				msg += "; evictions refused by PodDisruptionBudget " + blocker
+			}
+			return errors.New(msg)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func skipDrain(p *corev1.Pod) bool {
+	if p.Annotations[AnnotationDrain] == DrainSkip {
+		return true
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// pdbFor names the PDB selecting a pod.
+func (k *KubeCluster) pdbFor(ctx context.Context, p *corev1.Pod) string {
+	pdbs, err := k.Client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "(unknown)"
+	}
+	for _, pdb := range pdbs.Items {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err == nil && sel.Matches(labels.Set(p.Labels)) {
+			return p.Namespace + "/" + pdb.Name
+		}
+	}
+	return "(unknown)"
+}
