@@ -340,7 +340,9 @@ func (c *Cloud) LaunchInstances() []string {
 		}
 		want := aws.ToInt32(g.DesiredCapacity)
 		if g.DesiredCapacity == nil {
+			// AWS sets the desired capacity to the minimum at creation.
 			want = aws.ToInt32(g.MinSize)
+			g.DesiredCapacity = aws.Int32(want)
 		}
 		var tags []ec2types.Tag
 		for _, t := range g.Tags {
@@ -441,4 +443,25 @@ func (m *asgFixes) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.U
 	m.c.asgMu.Lock()
 	defer m.c.asgMu.Unlock()
 	return m.AutoScalingAPI.UpdateAutoScalingGroup(ctx, in, optFns...)
+}
+
+// DescribeImages: the fake ignores ImageIds (returning every image, so an
+// image lookup by id finds the wrong one); AWS honours it.
+func (m *ec2Fixes) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	out, err := m.EC2API.DescribeImages(ctx, in, optFns...)
+	if err != nil || len(in.ImageIds) == 0 {
+		return out, err
+	}
+	ids := map[string]bool{}
+	for _, id := range in.ImageIds {
+		ids[id] = true
+	}
+	var kept []ec2types.Image
+	for _, img := range out.Images {
+		if ids[aws.ToString(img.ImageId)] {
+			kept = append(kept, img)
+		}
+	}
+	out.Images = kept
+	return out, nil
 }

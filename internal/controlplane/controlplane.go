@@ -45,6 +45,10 @@ type Options struct {
 	Scheduler         bool
 	// APIServerFlags are extra kube-apiserver flags (--name=value).
 	APIServerFlags []string
+	// ControllerManagerFlags are extra kube-controller-manager flags, e.g.
+	// --controllers=*,-node-lifecycle-controller when tests simulate
+	// kubelets that do not heartbeat.
+	ControllerManagerFlags []string
 	// AuditLog records every request's metadata (verb, resource, user
 	// agent) in Dir/audit.log, so API cost can be counted per client.
 	AuditLog bool
@@ -132,13 +136,13 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if opts.ControllerManager {
-		if cp.cm, err = cp.start("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"),
+		if cp.cm, err = cp.start("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), append([]string{
 			"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
 			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[3]),
 			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caCert,
 			"--cluster-signing-cert-file="+p.caCert, "--cluster-signing-key-file="+p.caKey,
 			"--use-service-account-credentials=true", "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
-			"--kube-api-qps=200", "--kube-api-burst=400"); err != nil {
+			"--kube-api-qps=200", "--kube-api-burst=400"}, opts.ControllerManagerFlags...)...); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,594 @@
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+)
+
+const (
+	oldImage = "ami-0a1b2c3d4e5f60718"
+	newImage = "ami-0fedcba9876543210"
+	boot     = 400 * time.Millisecond // simulated boot time of a new node
+)
+
+// env: a kops cluster on kops's AWS fake (cloudmock; AWS cannot run here),
+// the real apiserver, controller-manager (its disruption controller keeps
+// PDB status, so evictions are really refused) and scheduler, and a
+// simulated kubelet in the test.
+type env struct {
+	t       *testing.T
+	cloud   *fakeaws.Cloud
+	aws     *recordingCloud
+	cp      *cluster.ControlPlane
+	c       kubernetes.Interface
+	store   rollout.Store
+	cluster string
+	groups  map[string]int // group -> size
+
+	mu         sync.Mutex
+	firstSeen  map[string]time.Time
+	broken     string // nodes of instances on this launch-template version never become Ready
+	violations []string
+	lastWhy    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("KOPS_RUN_TOO_NEW_VERSION", "1")
+	if err := (bootstrap.Env{CacheDir: t.TempDir(), OfflineAssets: true}).Setup(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := definition.Load("../../clusters/staging-us-west-2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := l.ClusterDefinition
+	general := def.InstanceGroups[0]
+	general.MinSize, general.MaxSize = new(int32(4)), new(int32(8))
+	batch := general
+	batch.Name, batch.MinSize, batch.MaxSize = "batch", new(int32(3)), new(int32(6))
+	batch.Labels = map[string]string{"trellis.dev/pool": "batch"}
+	def.InstanceGroups = []definition.InstanceGroup{general, batch}
+	e := &env{t: t, groups: map[string]int{"general": 4, "batch": 3}, firstSeen: map[string]time.Time{}}
+	e.cloud, err = fakeaws.Install(def.Region, def.Zones, []string{def.ControlPlane.Image, oldImage, newImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := "file://" + t.TempDir()
+	if _, err := bootstrap.Create(ctx, def, bootstrap.ApplyOptions{StateStore: state, Yes: true, Out: io.Discard, Cloud: e.cloud}); err != nil {
+		t.Fatal(err)
+	}
+	e.cloud.LaunchInstances()
+	cs, err := statestore.Open(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cluster = "staging-us-west-2.k8s.trellis.example"
+	e.aws = &recordingCloud{AWSCloud: &rollout.AWSCloud{AWS: e.cloud.MockAWSCloud, Cluster: e.cluster, Clientset: cs}, terminated: map[string]int{}}
+	e.store, err = rollout.NewVFSStore(state, e.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The simulated kubelets do not heartbeat: without the node lifecycle
+	// controller, nodes stay as the simulation says.
+	e.cp = cluster.Start(t, cluster.Options{ControllerManager: true, Scheduler: true,
+		ControllerManagerFlags: []string{"--controllers=*,-node-lifecycle-controller"}})
+	e.c = e.cp.Client
+	kctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go e.kubelet(kctx)
+	e.eventually("7 Ready nodes", 30*time.Second, func() bool { return e.readyNodes("") == 7 })
+	e.workloads()
+	go e.watchInvariants(kctx)
+	return e
+}
+
+// recordingCloud counts real terminations (of instances that existed).
+type recordingCloud struct {
+	*rollout.AWSCloud
+	mu         sync.Mutex
+	terminated map[string]int
+}
+
+func (r *recordingCloud) Terminate(ctx context.Context, group, id string) error {
+	insts, _, err := r.Instances(ctx, group)
+	if err != nil {
+		return err
+	}
+	existed := slices.ContainsFunc(insts, func(i rollout.Instance) bool { return i.ID == id })
+	if err := r.AWSCloud.Terminate(ctx, group, id); err != nil {
+		return err
+	}
+	if existed {
+		r.mu.Lock()
+		r.terminated[id]++
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, e.lastWhy)
+}
+
+// instances returns every group's instances.
+func (e *env) instances() map[string][]rollout.Instance {
+	out := map[string][]rollout.Instance{}
+	for g := range e.groups {
+		insts, _, err := e.aws.Instances(context.Background(), g)
+		if err == nil {
+			out[g] = insts
+		}
+	}
+	return out
+}
+
+// kubelet plays the AWS autoscaler (launch to desired capacity) and the
+// kubelets: a node registers after the boot time, pods bound to nodes run
+// Ready, terminating pods go away, and nodes of terminated instances leave.
+func (e *env) kubelet(ctx context.Context) {
+	for ctx.Err() == nil {
+		e.cloud.LaunchInstances()
+		live := map[string]bool{}
+		for g, insts := range e.instances() {
+			for _, in := range insts {
+				live[in.ID] = true
+				e.mu.Lock()
+				seen, ok := e.firstSeen[in.ID]
+				if !ok {
+					e.firstSeen[in.ID] = time.Now()
+				}
+				broken := e.broken != "" && in.Version == e.broken
+				e.mu.Unlock()
+				if !ok || time.Since(seen) < boot {
+					continue
+				}
+				name := "node-" + in.ID
+				if n, err := e.c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+					if len(n.Status.Conditions) == 0 || (!broken && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })) {
+						e.setNodeStatus(ctx, n, broken)
+					}
+					continue
+				}
+				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kops.k8s.io/instancegroup": g, "kubernetes.io/hostname": name}},
+					Spec: corev1.NodeSpec{ProviderID: "aws:///us-west-2a/" + in.ID}}
+				n, err := e.c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+				if err != nil {
+					continue
+				}
+				e.setNodeStatus(ctx, n, broken)
+			}
+		}
+		nodes, err := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, n := range nodes.Items {
+				id := n.Spec.ProviderID[strings.LastIndexByte(n.Spec.ProviderID, '/')+1:]
+				if !live[id] {
+					_ = e.c.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+				}
+			}
+		}
+		pods, err := e.c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				switch {
+				case p.DeletionTimestamp != nil:
+					_ = e.c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+				case p.Spec.NodeName != "" && !ready(p):
+					p.Status.Phase = corev1.PodRunning
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
+					_, _ = e.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *env) setNodeStatus(ctx context.Context, n *corev1.Node, broken bool) {
+	status := corev1.ConditionTrue
+	if broken {
+		status = corev1.ConditionFalse
+	}
+	n.Status = corev1.NodeStatus{
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now()}},
+		Capacity:    corev1.ResourceList{corev1.ResourcePods: resourceQty("110"), corev1.ResourceCPU: resourceQty("8"), corev1.ResourceMemory: resourceQty("32Gi")},
+		Allocatable: corev1.ResourceList{corev1.ResourcePods: resourceQty("110"), corev1.ResourceCPU: resourceQty("8"), corev1.ResourceMemory: resourceQty("32Gi")},
+	}
+	n, err := e.c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	if err != nil || broken {
+		return
+	}
+	// The apiserver taints new nodes not-ready; with the node lifecycle
+	// controller off, the simulation lifts the taint as it would.
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != corev1.TaintNodeNotReady {
+			taints = append(taints, t)
+		}
+	}
+	if len(taints) != len(n.Spec.Taints) {
+		n.Spec.Taints = taints
+		_, _ = e.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+	}
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// readyNodes counts Ready, schedulable nodes (of a group, or all).
+func (e *env) readyNodes(group string) int {
+	nodes, err := e.c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, nd := range nodes.Items {
+		if group != "" && nd.Labels["kops.k8s.io/instancegroup"] != group {
+			continue
+		}
+		for _, c := range nd.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && !nd.Spec.Unschedulable {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// workloads: two Deployments with PDBs and a runtime DaemonSet.
+func (e *env) workloads() {
+	ctx := context.Background()
+	for _, ns := range []string{"shop", "trellis-system"} {
+		if _, err := e.c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	pod := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(0)), Containers: []corev1.Container{{Name: app, Image: app}}}}
+	}
+	for _, d := range []struct {
+		name     string
+		replicas int32
+		minAvail int
+	}{{"web", 6, 5}, {"api", 4, 3}} {
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: "shop"}, Spec: appsv1.DeploymentSpec{
+			Replicas: new(d.replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.name}}, Template: pod(d.name)}}
+		if _, err := e.c.AppsV1().Deployments("shop").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		min := intstr.FromInt(d.minAvail)
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: "shop"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &min, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.name}}}}
+		if _, err := e.c.PolicyV1().PodDisruptionBudgets("shop").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "trellis-netd", Namespace: "trellis-system"}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "trellis-netd"}}, Template: pod("trellis-netd")}}
+	if _, err := e.c.AppsV1().DaemonSets("trellis-system").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually("workloads Ready", 60*time.Second, func() bool {
+		pods, err := e.c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		n := 0
+		for i := range pods.Items {
+			if ready(&pods.Items[i]) {
+				n++
+			}
+		}
+		if n != 6+4+7 {
+			e.lastWhy = fmt.Sprintf("%d Ready pods of %d", n, len(pods.Items))
+			for i := range pods.Items {
+				if !ready(&pods.Items[i]) {
+					e.lastWhy += fmt.Sprintf("; %s/%s on %q", pods.Items[i].Namespace, pods.Items[i].Name, pods.Items[i].Spec.NodeName)
+				}
+			}
+		}
+		return n == 6+4+7
+	})
+	e.eventually("PDBs observed", 30*time.Second, func() bool {
+		pdbs, err := e.c.PolicyV1().PodDisruptionBudgets("shop").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, p := range pdbs.Items {
+			if p.Status.ObservedGeneration < p.Generation || p.Status.CurrentHealthy < p.Status.DesiredHealthy {
+				return false
+			}
+		}
+		return len(pdbs.Items) == 2
+	})
+}
+
+// watchInvariants checks, continuously, that no PDB is violated (fewer
+// Ready pods than minAvailable) and that no group has fewer Ready
+// schedulable nodes than its size (surge first: nothing unavailable).
+func (e *env) watchInvariants(ctx context.Context) {
+	for ctx.Err() == nil {
+		e.checkInvariants(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *env) checkInvariants(ctx context.Context) {
+	pdbs, err := e.c.PolicyV1().PodDisruptionBudgets("shop").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	pods, err := e.c.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, pdb := range pdbs.Items {
+		sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		healthy := 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if sel.Matches(labels.Set(p.Labels)) && p.DeletionTimestamp == nil && ready(p) {
+				healthy++
+			}
+		}
+		if healthy < pdb.Spec.MinAvailable.IntValue() {
+			e.violate(fmt.Sprintf("PDB %s: %d Ready pods, minAvailable %d", pdb.Name, healthy, pdb.Spec.MinAvailable.IntValue()))
+		}
+	}
+	for g, size := range e.groups {
+		if n := e.readyNodes(g); n >= 0 && n < size && e.broken == "" {
+			e.violate(fmt.Sprintf("group %s: %d available nodes, size %d (maxUnavailable 0)", g, n, size))
+		}
+	}
+}
+
+func (e *env) violate(msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.violations) < 20 {
+		e.violations = append(e.violations, time.Now().Format("15:04:05.000")+" "+msg)
+	}
+}
+
+func (e *env) roller(owner string, onStep func(rollout.State)) (*rollout.Roller, context.Context) {
+	e.t.Helper()
+	ctx := context.Background()
+	kc, err := rollout.NewKubeCluster(ctx, e.c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rollout.New(e.aws, kc, e.store, rollout.Options{
+		Image:  newImage,
+		Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}, "batch": {MaxSurge: 2, Canary: true}},
+		Budget: 3, GateTimeout: 20 * time.Second, Owner: owner, LockTTL: 2 * time.Second, Poll: 100 * time.Millisecond,
+		Drain:  rollout.DrainOptions{Timeout: 30 * time.Second}, OnStep: onStep,
+	}, nil), ctx
+}
+
+// finalChecks: every old instance replaced exactly once, no new instance
+// terminated, every instance on the new image, no invariant violated.
+func (e *env) finalChecks(st *rollout.State, old map[string]bool) {
+	e.t.Helper()
+	if st.Status != rollout.StatusDone {
+		e.t.Fatalf("status %s (%s), want Done", st.Status, st.Message)
+	}
+	for _, g := range st.Groups {
+		e.t.Logf("group %s: old %v, replaced %v, versions %s -> %s", g.Name, g.Old, g.Replaced, g.PrevVersion, g.NewVersion)
+	}
+	e.aws.mu.Lock()
+	defer e.aws.mu.Unlock()
+	for id, n := range e.aws.terminated {
+		if !old[id] {
+			e.t.Errorf("new instance %s was terminated", id)
+		}
+		if n != 1 {
+			e.t.Errorf("instance %s terminated %d times", id, n)
+		}
+	}
+	for id := range old {
+		if e.aws.terminated[id] != 1 {
+			e.t.Errorf("old instance %s replaced %d times, want 1", id, e.aws.terminated[id])
+		}
+	}
+	for g, insts := range e.instances() {
+		if len(insts) != e.groups[g] {
+			e.t.Errorf("group %s has %d instances, want %d", g, len(insts), e.groups[g])
+		}
+		for _, in := range insts {
+			if old[in.ID] {
+				e.t.Errorf("group %s still runs old instance %s", g, in.ID)
+			}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.violations) > 0 {
+		e.t.Errorf("%d invariant violations, e.g.\n%s", len(e.violations), strings.Join(e.violations, "\n"))
+	}
+}
+
+func (e *env) oldInstances() map[string]bool {
+	old := map[string]bool{}
+	for _, insts := range e.instances() {
+		for _, in := range insts {
+			old[in.ID] = true
+		}
+	}
+	return old
+}
+
+func TestIntegrationRollout(t *testing.T) {
+	e := newEnv(t)
+	old := e.oldInstances()
+	var steps int
+	var maxSurged int
+	r, ctx := e.roller("run-1", func(s rollout.State) {
+		steps++
+		surged := 0
+		for _, g := range s.Groups {
+			if g.Batch != nil {
+				surged += len(g.Batch.Old)
+			}
+		}
+		maxSurged = max(maxSurged, surged)
+		e.checkInvariants(context.Background())
+	})
+	start := time.Now()
+	st, err := r.Start(ctx, e.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.finalChecks(st, old)
+	if maxSurged > 3 {
+		t.Errorf("%d nodes surged at once, budget 3", maxSurged)
+	}
+	t.Logf("replaced %d nodes in %s (%d steps, at most %d surged at once)", len(old), time.Since(start).Round(100*time.Millisecond), steps, maxSurged)
+}
+
+func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
+	e := newEnv(t)
+	old := e.oldInstances()
+	runs := 0
+	var st *rollout.State
+	for {
+		runs++
+		if runs > 200 {
+			t.Fatal("no progress after 200 runs")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r, _ := e.roller("same-owner", func(rollout.State) { cancel() }) // killed right after its first step
+		var err error
+		st, err = r.Start(ctx, e.cluster)
+		cancel()
+		if err == nil && st.Status == rollout.StatusDone {
+			break
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("run %d: %v", runs, err)
+		}
+	}
+	e.finalChecks(st, old)
+	t.Logf("rollout finished after %d runs, each killed after one step", runs)
+}
+
+func TestIntegrationRolloutLockAndRandomKills(t *testing.T) {
+	e := newEnv(t)
+	old := e.oldInstances()
+	// A run killed mid-step leaves its lock: another owner must wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	r, _ := e.roller("first", nil)
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	if _, err := r.Start(ctx, e.cluster); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	r2, _ := e.roller("second", nil)
+	if _, err := r2.Start(context.Background(), e.cluster); !errors.Is(err, rollout.ErrLocked) {
+		t.Fatalf("second owner while the lock is live: %v, want ErrLocked", err)
+	}
+	time.Sleep(2 * time.Second) // the lock expires
+	var st *rollout.State
+	for i := range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		r, _ := e.roller("second", nil)
+		time.AfterFunc(time.Duration(300+(i*337)%1500)*time.Millisecond, cancel) // random points, mid-step
+		var err error
+		st, err = r.Start(ctx, e.cluster)
+		cancel()
+		if err == nil && st.Status == rollout.StatusDone {
+			break
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	e.finalChecks(st, old)
+}
+
+func TestIntegrationCanaryNeverReady(t *testing.T) {
+	e := newEnv(t)
+	old := e.oldInstances()
+	// Nodes launched from the new launch-template version never get Ready.
+	insts := e.instances()["general"]
+	e.mu.Lock()
+	e.broken = fmt.Sprint(atoi(insts[0].Version) + 1)
+	e.mu.Unlock()
+	r, ctx := e.roller("run", nil)
+	st, err := r.Start(ctx, e.cluster)
+	if !errors.Is(err, rollout.ErrGate) || st.Status != rollout.StatusFailed {
+		t.Fatalf("Start: %v (status %s), want a gate failure", err, st.Status)
+	}
+	for _, g := range st.Groups {
+		if len(g.Replaced) != 0 || g.Batch == nil || len(g.Batch.Old) != 1 || g.Batch.Step != rollout.StepGate {
+			t.Errorf("group %s: replaced %v, batch %+v; want stopped at the canary's gate", g.Name, g.Replaced, g.Batch)
+		}
+	}
+	// Every old node still serves: none cordoned, none terminated.
+	e.aws.mu.Lock()
+	if len(e.aws.terminated) != 0 {
+		t.Errorf("terminated %v", e.aws.terminated)
+	}
+	e.aws.mu.Unlock()
+	for g, size := range e.groups {
+		if n := e.readyNodes(g); n != size {
+			t.Errorf("group %s: %d schedulable Ready nodes, want its %d old ones", g, n, size)
+		}
+	}
+	ids := make([]string, 0, len(old))
+	for id := range old {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	t.Logf("stopped at the canary: %s", st.Message)
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+func resourceQty(s string) resource.Quantity { return resource.MustParse(s) }
