@@ -405,7 +405,7 @@ func (e *env) roller(owner string, onStep func(rollout.State)) (*rollout.Roller,
 		Image:  newImage,
 		Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}, "batch": {MaxSurge: 2, Canary: true}},
 		Budget: 3, GateTimeout: 20 * time.Second, Owner: owner, LockTTL: 2 * time.Second, Poll: 100 * time.Millisecond,
-		Drain:  rollout.DrainOptions{Timeout: 30 * time.Second}, OnStep: onStep,
+		Drain: rollout.DrainOptions{Timeout: 30 * time.Second}, OnStep: onStep,
 	}, nil), ctx
 }
 

@@ -137,10 +137,10 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 	}
 	if opts.ControllerManager {
 		if cp.cm, err = cp.start("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), append([]string{
-			"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+			"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
 			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[3]),
-			"--service-account-private-key-file="+p.saKey, "--root-ca-file="+p.caCert,
-			"--cluster-signing-cert-file="+p.caCert, "--cluster-signing-key-file="+p.caKey,
+			"--service-account-private-key-file=" + p.saKey, "--root-ca-file=" + p.caCert,
+			"--cluster-signing-cert-file=" + p.caCert, "--cluster-signing-key-file=" + p.caKey,
 			"--use-service-account-credentials=true", "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
 			"--kube-api-qps=200", "--kube-api-burst=400"}, opts.ControllerManagerFlags...)...); err != nil {
 			return nil, err
