@@ -592,3 +592,62 @@ func atoi(s string) int {
 }
 
 func resourceQty(s string) resource.Quantity { return resource.MustParse(s) }
+
+// TestIntegrationPauseResumeRollback: a rollout pauses after each group's
+// canary, resumes to the end, and is rolled back onto the old image.
+func TestIntegrationPauseResumeRollback(t *testing.T) {
+	e := newEnv(t)
+	old := e.oldInstances()
+	kc, err := rollout.NewKubeCluster(context.Background(), e.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := rollout.Options{
+		Image:       newImage,
+		Groups:      map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true, PauseAfterCanary: true}, "batch": {MaxSurge: 3, Canary: true, PauseAfterCanary: true}},
+		GateTimeout: 20 * time.Second, Owner: "op", Poll: 100 * time.Millisecond, Drain: rollout.DrainOptions{Timeout: 30 * time.Second},
+	}
+	st, err := rollout.New(e.aws, kc, e.store, opts, nil).Start(context.Background(), e.cluster)
+	if err != nil || st.Status != rollout.StatusPaused {
+		t.Fatalf("first run: %v, status %s; want Paused after a canary", err, st.Status)
+	}
+	replaced := 0
+	for _, g := range st.Groups {
+		replaced += len(g.Replaced)
+	}
+	if replaced < 1 || replaced > 2 {
+		t.Fatalf("paused with %d nodes replaced, want the canaries (1 or 2)", replaced)
+	}
+	opts.Image = "" // resume what the store holds
+	for range 3 {   // each group's canary may pause once
+		st, err = rollout.New(e.aws, kc, e.store, opts, nil).Start(context.Background(), e.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == rollout.StatusDone {
+			break
+		}
+	}
+	e.finalChecks(st, old)
+
+	// Roll back onto the previous image recorded by the rollout.
+	prev := st.Groups["general"].PrevImage
+	if prev != oldImage {
+		t.Fatalf("previous image %q, want %q", prev, oldImage)
+	}
+	e.aws.mu.Lock()
+	e.aws.terminated = map[string]int{}
+	e.aws.mu.Unlock()
+	replacedOnce := e.oldInstances()
+	opts.Image, opts.Groups = prev, map[string]rollout.Strategy{"general": {MaxSurge: 2}, "batch": {MaxSurge: 2}}
+	st, err = rollout.New(e.aws, kc, e.store, opts, nil).Start(context.Background(), e.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.finalChecks(st, replacedOnce)
+	for _, g := range st.Groups {
+		if g.ImageID != oldImage {
+			t.Errorf("group %s rolled to %s, want %s", g.Name, g.ImageID, oldImage)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+// Package ami holds `trellis ami`: rolling every node of instance groups
+// onto a new machine image.
+package ami
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+// NewCommand returns `trellis ami`.
+func NewCommand(s streams.Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "ami", Short: "Replace the nodes of instance groups with a new machine image"}
+	cmd.AddCommand(newRolloutCommand(s), newStatusCommand(s), newRequestCommand(s, "pause", rollout.StatusPaused), newRequestCommand(s, "abort", rollout.StatusAborting), newResumeCommand(s))
+	return cmd
+}
+
+type common struct {
+	File  string
+	State string
+}
+
+func (c *common) add(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&c.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
+	cmd.Flags().StringVar(&c.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
+	_ = cmd.MarkFlagRequired("file")
+}
+
+// store opens the rollout state of the definition's cluster.
+func (c *common) store() (*rollout.VFSStore, *definition.ClusterDefinition, string, error) {
+	l, err := definition.Load(c.File)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if l.Cloud != definition.CloudAWS {
+		return nil, nil, "", fmt.Errorf("%s: AMI rollouts are for AWS clusters", c.File)
+	}
+	if c.State == "" {
+		return nil, nil, "", statestore.ErrNoStateStore
+	}
+	name := render.ClusterName(l.ClusterDefinition)
+	st, err := rollout.NewVFSStore(c.State, name)
+	return st, l.ClusterDefinition, name, err
+}
+
+type rolloutOptions struct {
+	common
+	Image        string
+	Groups       []string
+	MaxSurge     int
+	Canary       bool
+	PauseCanary  bool
+	Budget       int
+	GateTimeout  time.Duration
+	DrainTimeout time.Duration
+	BakeTime     time.Duration
+	Kubeconfig   string
+	Rollback     bool
+}
+
+func newRolloutCommand(s streams.Streams) *cobra.Command {
+	o := &rolloutOptions{}
+	cmd := &cobra.Command{
+		Use:   "rollout -f FILE --image IMAGE [--groups a,b] [--max-surge N] [--budget N]",
+		Short: "Roll instance groups onto a new image (or resume the rollout in progress)",
+		Long: `Creates a launch-template version with the image, then per group and in
+parallel within --budget: surge new nodes, wait until they are Ready with every
+runtime DaemonSet pod Ready, cordon and drain old nodes through the Eviction
+API (PodDisruptionBudgets are honoured), terminate them. The first batch of a
+group is a single canary. Progress is kept in the state store after every
+step: run the same command again after a crash and it resumes.
+
+--rollback rolls the groups of the last rollout back onto their previous image.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRollout(cmd.Context(), o, s) },
+	}
+	o.add(cmd)
+	cmd.Flags().StringVar(&o.Image, "image", "", "new image: ami-..., ssm:/parameter or owner/name")
+	cmd.Flags().StringSliceVar(&o.Groups, "groups", nil, "instance groups to roll (default: every node group)")
+	cmd.Flags().IntVar(&o.MaxSurge, "max-surge", 0, "new nodes per batch per group (default: the group's maxSurge, else 10% of it)")
+	cmd.Flags().BoolVar(&o.Canary, "canary", true, "start each group with a one-node batch")
+	cmd.Flags().BoolVar(&o.PauseCanary, "pause-after-canary", false, "pause for a human after each group's canary (resume with `trellis ami resume`)")
+	cmd.Flags().IntVar(&o.Budget, "budget", 0, "new nodes surged at once across all groups (default: the sum of the groups' surges)")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new nodes may take to pass the health gates")
+	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "how long a node's drain may take")
+	cmd.Flags().DurationVar(&o.BakeTime, "bake-time", 0, "wait after each batch")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	cmd.Flags().BoolVar(&o.Rollback, "rollback", false, "roll back onto the previous image of the last rollout")
+	return cmd
+}
+
+func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error {
+	store, def, name, err := o.store()
+	if err != nil {
+		return err
+	}
+	if o.Rollback {
+		prev, err := store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		if prev == nil {
+			return rollout.ErrNoRollout
+		}
+		if prev.Status == rollout.StatusRunning || prev.Status == rollout.StatusAborting {
+			return fmt.Errorf("rollout %s is %s: abort it and let it stop first", prev.ID, prev.Status)
+		}
+		o.Image, o.Groups = "", nil
+		for g, p := range prev.Groups {
+			if p.PrevImage == "" {
+				continue
+			}
+			if o.Image != "" && o.Image != p.PrevImage {
+				return fmt.Errorf("groups came from different images (%s, %s): roll them back one at a time with --groups", o.Image, p.PrevImage)
+			}
+			o.Image = p.PrevImage
+			o.Groups = append(o.Groups, g)
+		}
+		if o.Image == "" {
+			return errors.New("the last rollout recorded no previous image")
+		}
+		// A finished state makes room for the rollback rollout.
+		prev.Status = rollout.StatusDone
+		if err := store.Save(ctx, prev); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "Rolling %s back onto %s\n", strings.Join(o.Groups, ", "), o.Image)
+	}
+	groups := map[string]rollout.Strategy{}
+	want := o.Groups
+	for _, ig := range def.InstanceGroups {
+		if len(want) > 0 && !contains(want, ig.Name) {
+			continue
+		}
+		surge := o.MaxSurge
+		if surge == 0 {
+			surge = max(1, int(deref(ig.MinSize))/10)
+		}
+		groups[ig.Name] = rollout.Strategy{MaxSurge: surge, Canary: o.Canary, PauseAfterCanary: o.PauseCanary, BakeTime: o.BakeTime}
+	}
+	for _, g := range want {
+		if _, ok := groups[g]; !ok {
+			return fmt.Errorf("%s: no instance group %q", o.File, g)
+		}
+	}
+	if err := (bootstrap.Env{}).Setup(); err != nil {
+		return err
+	}
+	cloud, err := awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: name})
+	if err != nil {
+		return fmt.Errorf("failed to reach AWS: %w", err)
+	}
+	cs, err := statestore.Open(ctx, o.State)
+	if err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "trellis-ami-rollout"
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := rollout.NewKubeCluster(ctx, kc)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	r := rollout.New(&rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}, kube, store, rollout.Options{
+		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout},
+		Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		OnStep: func(st rollout.State) {
+			fmt.Fprintln(s.Out, progressLine(&st))
+		},
+	}, nil)
+	st, err := r.Start(ctx, name)
+	if st != nil {
+		printStatus(s, st)
+	}
+	return err
+}
+
+func newResumeCommand(s streams.Streams) *cobra.Command {
+	o := &rolloutOptions{}
+	cmd := &cobra.Command{
+		Use:   "resume -f FILE",
+		Short: "Resume a paused or interrupted rollout",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Image = "" // resume what the state store holds
+			return runRollout(cmd.Context(), o, s)
+		},
+	}
+	o.add(cmd)
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new nodes may take to pass the health gates")
+	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "how long a node's drain may take")
+	return cmd
+}
+
+func newRequestCommand(s streams.Streams, verb string, status rollout.Status) *cobra.Command {
+	o := &common{}
+	cmd := &cobra.Command{
+		Use:   verb + " -f FILE",
+		Short: map[string]string{"pause": "Pause the rollout after its current step", "abort": "Stop the rollout after its current step (then --rollback if wanted)"}[verb],
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, _, _, err := o.store()
+			if err != nil {
+				return err
+			}
+			st, err := rollout.Request(cmd.Context(), store, status)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "Rollout %s: %s requested; it stops after its current step.\n", st.ID, verb)
+			return nil
+		},
+	}
+	o.add(cmd)
+	return cmd
+}
+
+func newStatusCommand(s streams.Streams) *cobra.Command {
+	o := &common{}
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status -f FILE [-o json]",
+		Short: "Show the rollout's progress per group",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, _, _, err := o.store()
+			if err != nil {
+				return err
+			}
+			st, err := store.Load(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if st == nil {
+				return rollout.ErrNoRollout
+			}
+			if output == "json" {
+				enc := json.NewEncoder(s.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(s, st)
+			return nil
+		},
+	}
+	o.add(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+func progressLine(st *rollout.State) string {
+	var parts []string
+	for _, name := range sortedGroups(st) {
+		g := st.Groups[name]
+		step := "done"
+		if !g.Done {
+			step = "pending"
+			if g.Batch != nil {
+				step = fmt.Sprintf("batch %d: %s", g.Batch.N, g.Batch.Step)
+			}
+		}
+		p := fmt.Sprintf("%s %d/%d (%s)", name, len(g.Replaced), len(g.Old), step)
+		if g.Blocked != "" {
+			p += " blocked by PDB " + g.Blocked
+		}
+		parts = append(parts, p)
+	}
+	return fmt.Sprintf("[%s] %s", time.Now().Format("15:04:05"), strings.Join(parts, "; "))
+}
+
+func printStatus(s streams.Streams, st *rollout.State) {
+	fmt.Fprintf(s.Out, "Rollout %s of %s to %s: %s %s\n", st.ID, st.Cluster, st.Image, st.Status, st.Message)
+	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "GROUP\tREPLACED\tSTEP\tBLOCKED BY")
+	for _, name := range sortedGroups(st) {
+		g := st.Groups[name]
+		step := "-"
+		switch {
+		case g.Done:
+			step = "done"
+		case g.Batch != nil:
+			step = fmt.Sprintf("batch %d: %s", g.Batch.N, g.Batch.Step)
+		}
+		fmt.Fprintf(w, "%s\t%d/%d\t%s\t%s\n", name, len(g.Replaced), len(g.Old), step, g.Blocked)
+	}
+	_ = w.Flush()
+}
+
+func sortedGroups(st *rollout.State) []string {
+	var names []string
+	for n := range st.Groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
