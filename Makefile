@@ -44,13 +44,14 @@ BENCH_N ?= 1000
 
 .PHONY: bench
 bench: tools ## Run benchmarks and print their numbers (controller vs native; ZooKeeper registration latency and fleet scale)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/
-	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /daemons/certs$$)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$')
 	$(GO) run ./bench/controller -n $(BENCH_N)
 	$(GO) run ./bench/zkregistrar -pods 110 -flips 400
 	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
 	@command -v rsyslogd >/dev/null || { echo "bench/logshipper compares with rsyslog: apt-get install rsyslog"; exit 1; }
 	$(GO) run ./bench/logshipper -lines 2000000
+	$(GO) run ./bench/amirollout -nodes 2500 -pods 35000
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s

@@ -288,13 +288,29 @@ func (m *ec2Fixes) TerminateInstances(ctx context.Context, in *ec2.TerminateInst
 		return &ec2.TerminateInstancesOutput{}, nil
 	}
 	m.mu.Lock()
+	known := map[string]bool{}
 	for _, id := range in.InstanceIds {
 		if inst, ok := m.instances[id]; ok {
 			inst.State = &ec2types.InstanceState{Name: ec2types.InstanceStateNameTerminated}
+			known[id] = true
 		}
 	}
 	m.mu.Unlock()
-	return m.EC2API.TerminateInstances(ctx, in, optFns...)
+	out := &ec2.TerminateInstancesOutput{}
+	for _, id := range in.InstanceIds {
+		c := *in
+		c.InstanceIds = []string{id}
+		o, err := m.EC2API.TerminateInstances(ctx, &c, optFns...)
+		// The shim only knows instances in a group: one detached from its
+		// group (kops's surge) is "not found" there, yet AWS terminates it.
+		if err != nil && !(known[id] && strings.Contains(err.Error(), "not found")) {
+			return nil, err
+		}
+		if o != nil {
+			out.TerminatingInstances = append(out.TerminatingInstances, o.TerminatingInstances...)
+		}
+	}
+	return out, nil
 }
 
 // Instances returns the ids of instances that are not terminated.
@@ -464,4 +480,36 @@ func (m *ec2Fixes) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInp
 	}
 	out.Images = kept
 	return out, nil
+}
+
+// CreateTags: the fake exits the process (klog.Fatal) on instance ids,
+// which it does not track; kops tags instances before replacing them.
+func (m *ec2Fixes) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, optFns ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	var others []string
+	m.mu.Lock()
+	for _, id := range in.Resources {
+		inst, ok := m.instances[id]
+		if !ok {
+			others = append(others, id)
+			continue
+		}
+		for _, t := range in.Tags {
+			replaced := false
+			for i := range inst.Tags {
+				if aws.ToString(inst.Tags[i].Key) == aws.ToString(t.Key) {
+					inst.Tags[i].Value, replaced = t.Value, true
+				}
+			}
+			if !replaced {
+				inst.Tags = append(inst.Tags, t)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(others) == 0 {
+		return &ec2.CreateTagsOutput{}, nil
+	}
+	c := *in
+	c.Resources = others
+	return m.EC2API.CreateTags(ctx, &c, optFns...)
 }

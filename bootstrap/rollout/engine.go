@@ -72,6 +72,8 @@ type Roller struct {
 	mu    sync.Mutex
 	state *State
 	sem   chan struct{}
+	// passed: new instances that passed the gates (not checked again).
+	passed sync.Map
 }
 
 // New returns a roller.
@@ -436,6 +438,10 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 		}
 		why = fmt.Sprintf("%d of %d new instances launched", len(fresh), want)
 		for _, in := range fresh {
+			if _, ok := r.passed.Load(in.ID); ok {
+				ready++
+				continue
+			}
 			n, err := r.cluster.Node(ctx, in.ID)
 			if err != nil {
 				return err
@@ -458,6 +464,7 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 			}
 			if ok {
 				ready++
+				r.passed.Store(in.ID, true)
 			} else {
 				why = "node " + n.Name + ": " + reason
 			}

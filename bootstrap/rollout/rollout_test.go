@@ -40,7 +40,7 @@ const (
 // PDB status, so evictions are really refused) and scheduler, and a
 // simulated kubelet in the test.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	cloud   *fakeaws.Cloud
 	aws     *recordingCloud
 	cp      *cluster.ControlPlane
@@ -56,7 +56,7 @@ type env struct {
 	lastWhy    string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("KOPS_RUN_TOO_NEW_VERSION", "1")

@@ -1,0 +1,367 @@
+// Command amirollout runs the real rollout engine (bootstrap/rollout) on a
+// simulated fleet: 2,500 nodes in 4 instance groups, 35,000 pods in 500
+// services each with a PodDisruptionBudget (at most 10% unavailable), and a
+// simulated boot time. It prints the wall time in boot units, the API calls
+// per replaced node, and checks that no PDB was ever violated. The cloud and
+// the cluster are in-memory simulations (SimCloud, SimCluster): the engine
+// is the one `trellis ami rollout` runs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+)
+
+func main() {
+	nodes := flag.Int("nodes", 2500, "nodes")
+	groups := flag.Int("groups", 4, "instance groups")
+	pods := flag.Int("pods", 35000, "pods")
+	services := flag.Int("services", 500, "services (one PDB each, 10% unavailable)")
+	boot := flag.Duration("boot", 200*time.Millisecond, "simulated boot time (one boot unit)")
+	surge := flag.Float64("surge", 0.10, "maxSurge per group, as a fraction of the group")
+	budget := flag.Int("budget", 0, "nodes surged at once across groups (default: the sum)")
+	flag.Parse()
+	if err := run(*nodes, *groups, *pods, *services, *boot, *surge, *budget); err != nil {
+		fmt.Fprintf(os.Stderr, "amirollout: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(nNodes, nGroups, nPods, nServices int, boot time.Duration, surge float64, budget int) error {
+	sim := newSim(boot)
+	per := nNodes / nGroups
+	for g := range nGroups {
+		sim.addGroup(fmt.Sprintf("group-%d", g), per)
+	}
+	sim.waitBooted(nNodes)
+	sim.placePods(nPods, nServices)
+	fmt.Printf("fleet: %d nodes in %d groups, %d pods in %d services with PDBs (maxUnavailable 10%%); boot unit %s\n", nNodes, nGroups, nPods, nServices, boot)
+
+	strategies := map[string]rollout.Strategy{}
+	for g := range nGroups {
+		strategies[fmt.Sprintf("group-%d", g)] = rollout.Strategy{MaxSurge: max(1, int(float64(per)*surge)), Canary: true}
+	}
+	r := rollout.New(sim, sim, &memStore{}, rollout.Options{
+		Image: "ami-new", Groups: strategies, Budget: budget, GateTimeout: 50 * boot, Owner: "bench", Poll: boot / 20,
+		Drain: rollout.DrainOptions{Timeout: 100 * boot},
+	}, nil)
+	start := time.Now()
+	st, err := r.Start(context.Background(), "sim")
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	replaced := 0
+	for _, g := range st.Groups {
+		replaced += len(g.Replaced)
+	}
+	units := wall.Seconds() / boot.Seconds()
+	fmt.Printf("trellis ami rollout: %d nodes replaced in %.1f boot units (%s), %.1f API calls (cloud and Kubernetes) per replaced node, max pods of one service down at once: %d (its PDB allows %d)\n",
+		replaced, units, wall.Round(time.Millisecond), float64(sim.calls.Load())/float64(replaced), sim.maxDown.Load(), max(1, nPods/nServices/10))
+	// kops's rolling update with its defaults (maxSurge 0, maxUnavailable 1)
+	// replaces one node at a time and one group at a time, each waiting for
+	// its replacement to boot and the cluster to validate: at least one boot
+	// unit per node. BenchmarkKopsRollingUpdate (bootstrap/rollout) measures
+	// kops's own code on a real control plane and prints its units per node.
+	fmt.Printf("kops lower bound (one node at a time, >= 1 boot unit each): %d boot units; ratio >= %.0fx\n", replaced, float64(replaced)/units)
+	if sim.maxDown.Load() > int64(max(1, nPods/nServices/10)) {
+		return fmt.Errorf("a PDB was violated: %d pods of one service down", sim.maxDown.Load())
+	}
+	return nil
+}
+
+// sim is both the cloud and the cluster.
+type sim struct {
+	boot time.Duration
+
+	mu       sync.Mutex
+	groups   map[string]*group
+	inst     map[string]*instance // by id
+	pods     []*pod
+	bySvc    map[int][]*pod
+	n        int
+	version  map[string]string // group -> current launch template version
+	replicas int
+
+	calls   atomic.Int64
+	maxDown atomic.Int64
+}
+
+type group struct {
+	name    string
+	desired int
+	ids     []string
+}
+
+type instance struct {
+	id, group, version string
+	launched           time.Time
+	cordoned, tainted  bool
+}
+
+type pod struct {
+	svc   int
+	node  string // instance id
+	ready time.Time
+}
+
+func newSim(boot time.Duration) *sim {
+	s := &sim{boot: boot, groups: map[string]*group{}, inst: map[string]*instance{}, bySvc: map[int][]*pod{}, version: map[string]string{}}
+	go s.autoscaler()
+	return s
+}
+
+func (s *sim) addGroup(name string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[name] = &group{name: name, desired: n}
+	s.version[name] = "1"
+}
+
+// autoscaler launches instances up to each group's desired capacity.
+func (s *sim) autoscaler() {
+	for {
+		s.mu.Lock()
+		for _, g := range s.groups {
+			for len(g.ids) < g.desired {
+				s.n++
+				id := fmt.Sprintf("i-%06d", s.n)
+				s.inst[id] = &instance{id: id, group: g.name, version: s.version[g.name], launched: time.Now()}
+				g.ids = append(g.ids, id)
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(s.boot / 50)
+	}
+}
+
+func (s *sim) booted(in *instance) bool { return time.Since(in.launched) >= s.boot }
+
+func (s *sim) waitBooted(n int) {
+	for {
+		s.mu.Lock()
+		c := 0
+		for _, in := range s.inst {
+			if s.booted(in) {
+				c++
+			}
+		}
+		s.mu.Unlock()
+		if c >= n {
+			return
+		}
+		time.Sleep(s.boot / 10)
+	}
+}
+
+func (s *sim) placePods(n, services int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.inst))
+	for id := range s.inst {
+		ids = append(ids, id)
+	}
+	s.replicas = n / services
+	for i := range n {
+		p := &pod{svc: i % services, node: ids[i%len(ids)]}
+		s.pods = append(s.pods, p)
+		s.bySvc[p.svc] = append(s.bySvc[p.svc], p)
+	}
+}
+
+// Cloud.
+
+func (s *sim) ResolveImage(context.Context, string) (string, error) {
+	s.calls.Add(1)
+	return "ami-new", nil
+}
+
+func (s *sim) Instances(_ context.Context, group string) ([]rollout.Instance, int, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[group]
+	out := make([]rollout.Instance, 0, len(g.ids))
+	for _, id := range g.ids {
+		out = append(out, rollout.Instance{ID: id, Version: s.inst[id].version})
+	}
+	return out, g.desired, nil
+}
+
+func (s *sim) SetImage(_ context.Context, group, _ string) (rollout.ImageChange, error) {
+	s.calls.Add(2)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.version[group] == "1" {
+		s.version[group] = "2"
+	}
+	return rollout.ImageChange{PrevVersion: "1", PrevImage: "ami-old", NewVersion: "2"}, nil
+}
+
+func (s *sim) SetDesired(_ context.Context, group string, n int) error {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[group].desired = n
+	return nil
+}
+
+func (s *sim) Terminate(_ context.Context, group, id string) error {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[group]
+	for i, x := range g.ids {
+		if x == id {
+			g.ids = append(g.ids[:i], g.ids[i+1:]...)
+			g.desired--
+			delete(s.inst, id)
+			return nil
+		}
+	}
+	return nil
+}
+
+// Cluster.
+
+// Node is served from an informer cache in KubeCluster: no API call.
+func (s *sim) Node(_ context.Context, id string) (*corev1.Node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.inst[id]
+	if !ok || !s.booted(in) {
+		return nil, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id}, Spec: corev1.NodeSpec{ProviderID: "aws:///sim/" + id, Unschedulable: in.cordoned}}, nil
+}
+
+func (s *sim) Ready(_ context.Context, n *corev1.Node) (bool, string, error) {
+	s.calls.Add(3)       // KubeCluster: the node's pods, DaemonSets of two namespaces
+	return true, "", nil // booted nodes register Ready with their DaemonSets
+}
+
+func (s *sim) Taint(_ context.Context, n *corev1.Node, _ string) error {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in, ok := s.inst[n.Name]; ok {
+		in.tainted = true
+	}
+	return nil
+}
+
+// Drain evicts every pod of the node through a simulated Eviction API: an
+// eviction is refused while the pod's service has its budget of pods down;
+// an evicted pod is recreated on a new, schedulable node and is Ready a
+// twentieth of a boot later.
+func (s *sim) Drain(ctx context.Context, n *corev1.Node, opts rollout.DrainOptions, blocked func(string)) error {
+	s.calls.Add(1) // cordon
+	s.mu.Lock()
+	s.inst[n.Name].cordoned = true
+	s.mu.Unlock()
+	deadline := time.Now().Add(opts.Timeout)
+	budget := max(1, s.replicas/10)
+	for {
+		s.mu.Lock()
+		left := 0
+		now := time.Now()
+		for _, p := range s.pods {
+			if p.node != n.Name {
+				continue
+			}
+			left++
+			s.calls.Add(1) // eviction request
+			down := 0
+			for _, q := range s.bySvc[p.svc] {
+				if now.Before(q.ready) {
+					down++
+				}
+			}
+			if down+1 > budget {
+				continue // 429: the PDB refuses
+			}
+			target := s.schedulable(p)
+			if target == "" {
+				continue
+			}
+			p.node, p.ready = target, now.Add(s.boot/20)
+			left--
+			// Independent count, after the move, of the service's pods down.
+			nowDown := 0
+			for _, q := range s.bySvc[p.svc] {
+				if now.Before(q.ready) {
+					nowDown++
+				}
+			}
+			if d := int64(nowDown); d > s.maxDown.Load() {
+				s.maxDown.Store(d)
+			}
+		}
+		s.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		if blocked != nil {
+			blocked("sim")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pods left", left)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.boot / 50):
+		}
+	}
+}
+
+// schedulable picks a booted, uncordoned, untainted node (mu held).
+func (s *sim) schedulable(*pod) string {
+	var cands []string
+	for id, in := range s.inst {
+		if s.booted(in) && !in.cordoned && !in.tainted {
+			cands = append(cands, id)
+			if len(cands) > 32 {
+				break
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[rand.IntN(len(cands))]
+}
+
+type memStore struct {
+	mu sync.Mutex
+	st *rollout.State
+}
+
+func (m *memStore) Load(context.Context) (*rollout.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return nil, nil
+	}
+	c := *m.st
+	return &c, nil
+}
+
+func (m *memStore) Save(_ context.Context, st *rollout.State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := *st
+	m.st = &c
+	return nil
+}
