@@ -1,0 +1,246 @@
+// Package addons is the addon bundle every cluster gets: embedded,
+// versioned manifests rendered from the cluster definition and applied in
+// dependency order with server-side apply. The same renderer wires a kind
+// cluster and a production cluster; only the definition's values differ.
+package addons
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/blang/semver/v4"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/config"
+)
+
+//go:embed manifests
+var manifests embed.FS
+
+// Namespace is where the runtime runs.
+const Namespace = "trellis-system"
+
+// Addon is an entry of the bundle's index.
+type Addon struct {
+	Name    string
+	Version string
+	// DependsOn are applied (and ready) first.
+	DependsOn []string
+	// Kubernetes range supported.
+	MinKubernetes, MaxKubernetes semver.Version
+	// CRDs: the addon ships the workload CRDs.
+	CRDs bool
+}
+
+var k134, k136 = semver.MustParse("1.34.0"), semver.MustParse("1.36.99")
+
+// Index is the bundle. bootstrap/definition.KnownAddons is checked
+// against it by a test.
+var Index = []Addon{
+	{Name: "trellis-netd", Version: "0.1.0", MinKubernetes: k134, MaxKubernetes: k136},
+	{Name: "trellis-cert-issuer", Version: "0.1.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: k134, MaxKubernetes: k136},
+	{Name: "trellis-cert-agent", Version: "0.1.0", DependsOn: []string{"trellis-cert-issuer"}, MinKubernetes: k134, MaxKubernetes: k136},
+	{Name: "zookeeper", Version: "3.8.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: semver.MustParse("1.30.0"), MaxKubernetes: k136},
+	{Name: "trellis-zk-registrar", Version: "0.1.0", DependsOn: []string{"trellis-netd", "zookeeper"}, MinKubernetes: k134, MaxKubernetes: k136},
+	{Name: "trellis-log-shipper", Version: "0.1.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: k134, MaxKubernetes: k136},
+	{Name: "trellis-controller", Version: "0.1.0", DependsOn: []string{"trellis-cert-agent", "trellis-zk-registrar", "trellis-log-shipper"}, MinKubernetes: k134, MaxKubernetes: k136, CRDs: true},
+}
+
+// Rendered is one addon's objects, ready to apply.
+type Rendered struct {
+	Addon   Addon
+	Objects []*unstructured.Unstructured
+	// Hash of the rendered manifests: unchanged addons are not re-applied.
+	Hash string
+}
+
+// Values are what templates see.
+type Values struct {
+	Cluster            string
+	Registry           string
+	Version            string
+	TrustDomain        string
+	PodCIDR            string
+	ZooKeeper          string
+	ZooKeeperRoot      string
+	LogShipperArgs     []string
+	LogFileDir         string
+	IssuerReplicas     int
+	ControllerReplicas int
+}
+
+// Registry of the runtime images.
+const Registry = "registry.trellis.dev/trellis"
+
+// Render renders the definition's addons, in dependency order (an addon's
+// dependencies that the definition does not list are skipped: a cluster
+// may bring its own, e.g. ZooKeeper outside the cluster).
+func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
+	order, err := Order(def)
+	if err != nil {
+		return nil, err
+	}
+	v := Values{
+		Cluster: def.Name, Registry: Registry, TrustDomain: def.Runtime.TrustDomain, PodCIDR: def.Network.PodCIDR,
+		ZooKeeper: strings.Join(def.Runtime.ZooKeeper.Ensemble, ","), ZooKeeperRoot: def.Runtime.ZooKeeper.Root,
+		IssuerReplicas: 2, ControllerReplicas: 2,
+	}
+	if v.ZooKeeperRoot == "" {
+		v.ZooKeeperRoot = "/discovery"
+	}
+	if def.Cloud == definition.CloudKind {
+		v.IssuerReplicas, v.ControllerReplicas = 1, 1
+	}
+	sink := def.Runtime.LogSink
+	switch sink.Type {
+	case "", "kafka":
+		v.LogShipperArgs = []string{"--sink=kafka", "--brokers=" + strings.Join(sink.Brokers, ",")}
+		if sink.Topic != "" {
+			v.LogShipperArgs = append(v.LogShipperArgs, "--topic="+sink.Topic)
+		}
+	case "file":
+		v.LogShipperArgs = []string{"--sink=file", "--file=" + sink.Path}
+		v.LogFileDir = path.Dir(sink.Path)
+	default:
+		v.LogShipperArgs = []string{"--sink=" + sink.Type}
+	}
+	var out []Rendered
+	for _, a := range order {
+		v.Version = a.Version
+		objs, raw, err := renderAddon(a, v)
+		if err != nil {
+			return nil, fmt.Errorf("addon %s %s: %w", a.Name, a.Version, err)
+		}
+		sum := sha256.Sum256(raw)
+		out = append(out, Rendered{Addon: a, Objects: objs, Hash: fmt.Sprintf("%x", sum[:8])})
+	}
+	return out, nil
+}
+
+// Order returns the definition's addons from the index, dependencies
+// first (ties by name, so the order is stable).
+func Order(def *definition.ClusterDefinition) ([]Addon, error) {
+	return order(Index, def)
+}
+
+func order(index []Addon, def *definition.ClusterDefinition) ([]Addon, error) {
+	want := map[string]Addon{}
+	for _, a := range def.Addons {
+		i := slices.IndexFunc(index, func(x Addon) bool { return x.Name == a.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown addon %q", a.Name)
+		}
+		if a.Version != "" && a.Version != index[i].Version {
+			return nil, fmt.Errorf("addon %s: version %s is not in the bundle (it has %s)", a.Name, a.Version, index[i].Version)
+		}
+		want[a.Name] = index[i]
+	}
+	var order []Addon
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(name string, chain []string) error
+	visit = func(name string, chain []string) error {
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("addon dependency cycle: %s", strings.Join(append(chain, name), " -> "))
+		case 2:
+			return nil
+		}
+		a, ok := want[name]
+		if !ok {
+			return nil
+		}
+		state[name] = 1
+		deps := slices.Clone(a.DependsOn)
+		sort.Strings(deps)
+		for _, d := range deps {
+			if err := visit(d, append(chain, name)); err != nil {
+				return err
+			}
+		}
+		state[name] = 2
+		order = append(order, a)
+		return nil
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := visit(n, nil); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+func renderAddon(a Addon, v Values) ([]*unstructured.Unstructured, []byte, error) {
+	var raw bytes.Buffer
+	if a.CRDs {
+		entries, err := fs.ReadDir(config.CRDs, "crd")
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
+			b, err := fs.ReadFile(config.CRDs, "crd/"+e.Name())
+			if err != nil {
+				return nil, nil, err
+			}
+			raw.WriteString("---\n")
+			raw.Write(b)
+		}
+	}
+	dir := "manifests/" + a.Name
+	entries, err := fs.ReadDir(manifests, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		b, err := fs.ReadFile(manifests, dir+"/"+e.Name())
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(b))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		raw.WriteString("---\n")
+		if err := t.Execute(&raw, v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw.Bytes()), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			return nil, nil, fmt.Errorf("rendered manifests do not parse: %w", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["addons.trellis.dev/name"] = a.Name
+		labels["addons.trellis.dev/version"] = a.Version
+		u.SetLabels(labels)
+		objs = append(objs, u)
+	}
+	return objs, raw.Bytes(), nil
+}

@@ -1,0 +1,169 @@
+package addons
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+	"github.com/trellis-dev/trellis/internal/testutil/golden"
+)
+
+func load(t *testing.T, name string) *definition.ClusterDefinition {
+	t.Helper()
+	l, err := definition.Load(filepath.Join("../clusters", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.ClusterDefinition
+}
+
+// TestIndexMatchesDefinitions: definitions are validated against
+// definition.KnownAddons; it must be this bundle.
+func TestIndexMatchesDefinitions(t *testing.T) {
+	if len(Index) != len(definition.KnownAddons) {
+		t.Fatalf("bundle has %d addons, definition.KnownAddons %d", len(Index), len(definition.KnownAddons))
+	}
+	for _, a := range Index {
+		k, ok := definition.KnownAddons[a.Name]
+		if !ok || len(k.Versions) != 1 || k.Versions[0] != a.Version || !k.MinKubernetes.EQ(a.MinKubernetes) || !k.MaxKubernetes.EQ(a.MaxKubernetes) {
+			t.Errorf("addon %s %s: definition.KnownAddons has %+v", a.Name, a.Version, k)
+		}
+	}
+}
+
+// TestRenderGolden renders every cluster's bundle: the same templates for
+// kind and AWS, only the values differ. CRD bodies are config/crd's own
+// golden-checked files, so they are listed by name here.
+func TestRenderGolden(t *testing.T) {
+	for _, name := range []string{"local", "prod-us-east-1", "staging-us-west-2"} {
+		t.Run(name, func(t *testing.T) {
+			rendered, err := Render(load(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			for _, r := range rendered {
+				fmt.Fprintf(&out, "# addon %s %s\n", r.Addon.Name, r.Addon.Version)
+				for _, o := range r.Objects {
+					if o.GetKind() == "CustomResourceDefinition" {
+						fmt.Fprintf(&out, "# CustomResourceDefinition %s (config/crd)\n", o.GetName())
+						continue
+					}
+					b, err := yaml.Marshal(o.Object)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out.WriteString("---\n")
+					out.Write(b)
+				}
+			}
+			golden.Assert(t, filepath.Join("../clusters/expected", name+".addons.yaml"), out.Bytes())
+		})
+	}
+}
+
+func TestOrder(t *testing.T) {
+	rendered, err := Render(load(t, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rendered {
+		names = append(names, r.Addon.Name)
+	}
+	got := strings.Join(names, " ")
+	want := "trellis-netd trellis-cert-issuer trellis-cert-agent trellis-log-shipper zookeeper trellis-zk-registrar trellis-controller"
+	if got != want {
+		t.Errorf("order:\n got %s\nwant %s", got, want)
+	}
+	cyclic := []Addon{{Name: "a", Version: "1", DependsOn: []string{"b"}}, {Name: "b", Version: "1", DependsOn: []string{"a"}}}
+	if _, err := order(cyclic, &definition.ClusterDefinition{Addons: []definition.Addon{{Name: "a"}, {Name: "b"}}}); err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Errorf("cycle: %v", err)
+	}
+	if _, err := Render(&definition.ClusterDefinition{Addons: []definition.Addon{{Name: "trellis-netd", Version: "9.9.9"}}}); err == nil {
+		t.Error("a version outside the bundle rendered")
+	}
+}
+
+// TestIntegrationApply applies the local bundle to a real apiserver: in
+// order, CRDs served before the controller, secrets seeded; a second apply
+// changes nothing; a changed value re-applies only the addons it touches.
+func TestIntegrationApply(t *testing.T) {
+	// Node daemons run privileged, as kops and kind clusters allow.
+	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--allow-privileged=true"}})
+	ctx := context.Background()
+	a, err := NewApplier(cp.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := load(t, "local")
+	rendered, err := Render(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Apply(ctx, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Action != "applied" {
+			t.Errorf("first apply: %+v", r)
+		}
+	}
+	for _, ds := range []string{"trellis-netd", "trellis-cert-agent", "trellis-zk-registrar", "trellis-log-shipper"} {
+		if _, err := cp.Client.AppsV1().DaemonSets(Namespace).Get(ctx, ds, metav1.GetOptions{}); err != nil {
+			t.Errorf("DaemonSet %s: %v", ds, err)
+		}
+	}
+	for _, d := range []string{"trellis-cert-issuer", "trellis-controller"} {
+		if _, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, d, metav1.GetOptions{}); err != nil {
+			t.Errorf("Deployment %s: %v", d, err)
+		}
+	}
+	if out, err := cp.Kubectl(ctx, "get", "trellisservices", "-A"); err != nil {
+		t.Errorf("the workload CRDs are not served: %v\n%s", err, out)
+	}
+	if _, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, "trellis-zk-digest", metav1.GetOptions{}); err != nil {
+		t.Errorf("zk digest secret: %v", err)
+	}
+
+	res, err = a.Apply(ctx, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Action != "unchanged" {
+			t.Errorf("second apply: %+v", r)
+		}
+	}
+	def.Runtime.TrustDomain = "other.example"
+	rendered, err = Render(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = a.Apply(ctx, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []string
+	for _, r := range res {
+		if r.Action == "applied" {
+			applied = append(applied, r.Addon)
+		}
+	}
+	if strings.Join(applied, " ") != "trellis-cert-issuer trellis-cert-agent" {
+		t.Errorf("after changing the trust domain, applied %v; want the issuer and the agent only", applied)
+	}
+	d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, "trellis-cert-issuer", metav1.GetOptions{})
+	if err != nil || !strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--trust-domain=other.example") {
+		t.Errorf("issuer args after the change: %v", err)
+	}
+}

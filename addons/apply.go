@@ -1,0 +1,278 @@
+package addons
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/trellis-dev/trellis/daemons/certs/ca"
+)
+
+// RecordConfigMap records, per addon, the version and manifest hash last
+// applied: an unchanged addon is not applied again.
+const RecordConfigMap = "trellis-addons"
+
+// FieldManager owns what the bundle applies.
+const FieldManager = "trellis-addons"
+
+// Applier applies rendered addons with server-side apply.
+type Applier struct {
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	Out     io.Writer
+	// Wait is how long each addon's workloads may take to become ready
+	// before the next addon is applied (0: do not wait; a cluster without
+	// kubelets, like the tests' control plane, never runs them).
+	Wait time.Duration
+	// CA, when set, seeds the issuer's CA Secret if there is none (never
+	// replaced: rotation is a deliberate Secret update).
+	CA *ca.State
+	// Force re-applies unchanged addons.
+	Force bool
+}
+
+// NewApplier connects to the cluster of cfg.
+func NewApplier(cfg *rest.Config, out io.Writer) (*Applier, error) {
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{Client: c, Dynamic: d, Out: out,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Discovery()))}, nil
+}
+
+// Result says what Apply did per addon: applied or unchanged.
+type Result struct {
+	Addon   string `json:"addon"`
+	Version string `json:"version"`
+	Action  string `json:"action"`
+	Objects int    `json:"objects"`
+}
+
+// Apply applies the addons in order. It stops at the first addon that fails
+// (its dependants are not applied).
+func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, error) {
+	if err := a.ensureNamespace(ctx); err != nil {
+		return nil, err
+	}
+	record, err := a.record(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.ensureSecrets(ctx); err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, r := range rendered {
+		key := r.Addon.Version + "/" + r.Hash
+		if record.Data[r.Addon.Name] == key && !a.Force {
+			results = append(results, Result{Addon: r.Addon.Name, Version: r.Addon.Version, Action: "unchanged", Objects: len(r.Objects)})
+			continue
+		}
+		if err := a.applyAddon(ctx, r); err != nil {
+			return results, fmt.Errorf("addon %s %s: %w", r.Addon.Name, r.Addon.Version, err)
+		}
+		if record.Data == nil {
+			record.Data = map[string]string{}
+		}
+		record.Data[r.Addon.Name] = key
+		if record, err = a.Client.CoreV1().ConfigMaps(Namespace).Update(ctx, record, metav1.UpdateOptions{}); err != nil {
+			return results, fmt.Errorf("failed to record addon %s: %w", r.Addon.Name, err)
+		}
+		results = append(results, Result{Addon: r.Addon.Name, Version: r.Addon.Version, Action: "applied", Objects: len(r.Objects)})
+		if a.Out != nil {
+			fmt.Fprintf(a.Out, "applied %s %s (%d objects)\n", r.Addon.Name, r.Addon.Version, len(r.Objects))
+		}
+	}
+	return results, nil
+}
+
+func (a *Applier) ensureNamespace(ctx context.Context) error {
+	_, err := a.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create namespace %s: %w", Namespace, err)
+	}
+	return nil
+}
+
+func (a *Applier) record(ctx context.Context) (*corev1.ConfigMap, error) {
+	cm, err := a.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm, err = a.Client.CoreV1().ConfigMaps(Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: RecordConfigMap, Namespace: Namespace}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the addon record: %w", err)
+	}
+	return cm, nil
+}
+
+// ensureSecrets creates the secrets the bundle references and does not
+// render (key material never goes through templates or golden files).
+func (a *Applier) ensureSecrets(ctx context.Context) error {
+	create := func(name string, data map[string][]byte) error {
+		_, err := a.Client.CoreV1().Secrets(Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Data: data}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create secret %s: %w", name, err)
+		}
+		return nil
+	}
+	if a.CA != nil {
+		data, err := a.CA.Data()
+		if err != nil {
+			return err
+		}
+		if err := create("trellis-ca", data); err != nil {
+			return err
+		}
+	}
+	pw := make([]byte, 24)
+	if _, err := rand.Read(pw); err != nil {
+		return err
+	}
+	return create("trellis-zk-digest", map[string][]byte{"digest": []byte("trellis-registrar:" + hex.EncodeToString(pw))})
+}
+
+func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
+	// CRDs first, then wait until they are served.
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range r.Objects {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	for _, o := range crds {
+		if err := a.apply(ctx, o); err != nil {
+			return err
+		}
+	}
+	if len(crds) > 0 {
+		if err := a.waitEstablished(ctx, crds); err != nil {
+			return err
+		}
+		a.mapper.Reset()
+	}
+	for _, o := range rest {
+		if err := a.apply(ctx, o); err != nil {
+			return err
+		}
+	}
+	if a.Wait > 0 {
+		return a.waitReady(ctx, rest)
+	}
+	return nil
+}
+
+func (a *Applier) resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := o.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := o.GetNamespace()
+		if ns == "" {
+			ns = Namespace
+		}
+		return a.Dynamic.Resource(m.Resource).Namespace(ns), nil
+	}
+	return a.Dynamic.Resource(m.Resource), nil
+}
+
+func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured) error {
+	ri, err := a.resource(o)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}); err != nil {
+		return fmt.Errorf("failed to apply %s %s: %w", o.GetKind(), o.GetName(), err)
+	}
+	return nil
+}
+
+func (a *Applier) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range crds {
+			got, err := a.Dynamic.Resource(gvr).Get(ctx, c.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			ok := false
+			for _, cond := range conds {
+				m, _ := cond.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					ok = true
+				}
+			}
+			if !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// waitReady waits for the addon's Deployments, DaemonSets and StatefulSets.
+func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructured) error {
+	var why string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(ctx context.Context) (bool, error) {
+		for _, o := range objs {
+			ns := o.GetNamespace()
+			switch o.GetKind() {
+			case "Deployment":
+				d, err := a.Client.AppsV1().Deployments(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+				if err != nil || d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < *d.Spec.Replicas {
+					why = "Deployment " + o.GetName() + " not available"
+					return false, nil
+				}
+			case "DaemonSet":
+				d, err := a.Client.AppsV1().DaemonSets(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+				if err != nil || d.Status.ObservedGeneration < d.Generation || d.Status.NumberReady < d.Status.DesiredNumberScheduled {
+					why = "DaemonSet " + o.GetName() + " not ready on every node"
+					return false, nil
+				}
+			case "StatefulSet":
+				s, err := a.Client.AppsV1().StatefulSets(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+				if err != nil || s.Status.ReadyReplicas < *s.Spec.Replicas {
+					why = "StatefulSet " + o.GetName() + " not ready"
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not ready within %s: %s", a.Wait, why)
+	}
+	return nil
+}
