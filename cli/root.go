@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/ami"
 	"github.com/trellis-dev/trellis/cli/cluster"
 	"github.com/trellis-dev/trellis/cli/internal/logs"
@@ -43,7 +44,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), zkcmd.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), zkcmd.NewCommand(s))
 	return cmd
 }
 

@@ -47,10 +47,9 @@ export KUBECONFIG="${cpdir}/admin.kubeconfig"
 "${bin}/kubectl" version | sed 's/^/    /'
 
 
-echo "==> Installing the workload CRDs and running trellis-controller against it"
-"${bin}/kubectl" apply --server-side -f "${root}/config/crd/" | sed 's/^/    /'
-"${bin}/kubectl" wait --for=condition=Established --timeout=60s crd --all >/dev/null
-"${bin}/kubectl" create namespace trellis-system --dry-run=client -o yaml | "${bin}/kubectl" apply -f - >/dev/null
+echo "==> Applying the addon bundle of clusters/local.yaml (the production wiring, in dependency order)"
+"${trellis}" addons apply -f "${root}/clusters/local.yaml" --kubeconfig "${KUBECONFIG}" | sed 's/^/    /'
+echo "==> Running trellis-controller against it (no kubelets here: the bundle's pods stay Pending)"
 KUBECONFIG="${KUBECONFIG}" nohup "${root}/bin/trellis-controller" --leader-elect=false --webhook-port=0 \
   --metrics-bind-address=0 --health-probe-bind-address=0 >"${cpdir}/trellis-controller.log" 2>&1 &
 echo $! >"${cpdir}/controller.pid"

@@ -19,7 +19,9 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cp, err := controlplane.Start(*dir, controlplane.Options{ControllerManager: true, Scheduler: true})
+	cp, err := controlplane.Start(*dir, controlplane.Options{ControllerManager: true, Scheduler: true,
+		// The addon bundle's node daemons run privileged, as on kops and kind.
+		APIServerFlags: []string{"--allow-privileged=true"}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "controlplane: %v\n", err)
 		os.Exit(1)

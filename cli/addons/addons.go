@@ -1,0 +1,109 @@
+// Package addons holds `trellis addons`: render and apply the addon bundle.
+package addons
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+// NewCommand returns `trellis addons`.
+func NewCommand(s streams.Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "addons", Short: "Render and apply the addon bundle of a cluster"}
+	var file, kubeconfig string
+	var force bool
+	var wait string
+	render := &cobra.Command{
+		Use:   "render -f FILE",
+		Short: "Print the cluster's addons, in the order they are applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := definition.Load(file)
+			if err != nil {
+				return err
+			}
+			rendered, err := addons.Render(l.ClusterDefinition)
+			if err != nil {
+				return err
+			}
+			for _, r := range rendered {
+				fmt.Fprintf(s.Out, "# addon %s %s (%s)\n", r.Addon.Name, r.Addon.Version, r.Hash)
+				for _, o := range r.Objects {
+					b, err := yaml.Marshal(o.Object)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(s.Out, "---\n%s", b)
+				}
+			}
+			return nil
+		},
+	}
+	apply := &cobra.Command{
+		Use:   "apply -f FILE [--kubeconfig K]",
+		Short: "Apply the cluster's addons in dependency order (unchanged addons are skipped)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runApply(cmd.Context(), s, file, kubeconfig, wait, force)
+		},
+	}
+	for _, c := range []*cobra.Command{render, apply} {
+		c.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
+		_ = c.MarkFlagRequired("file")
+	}
+	apply.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
+	apply.Flags().StringVar(&wait, "wait", "0s", "how long each addon's workloads may take to become ready (0: do not wait)")
+	cmd.AddCommand(render, apply)
+	return cmd
+}
+
+func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait string, force bool) error {
+	l, err := definition.Load(file)
+	if err != nil {
+		return err
+	}
+	rendered, err := addons.Render(l.ClusterDefinition)
+	if err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "trellis-addons"
+	a, err := addons.NewApplier(cfg, s.Out)
+	if err != nil {
+		return err
+	}
+	a.Force = force
+	if a.Wait, err = parseDuration(wait); err != nil {
+		return err
+	}
+	res, err := a.Apply(ctx, rendered)
+	for _, r := range res {
+		if r.Action == "unchanged" {
+			fmt.Fprintf(s.Out, "unchanged %s %s\n", r.Addon, r.Version)
+		}
+	}
+	return err
+}
+
+func parseDuration(s string) (d time.Duration, err error) {
+	d, err = time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--wait: %w", err)
+	}
+	return d, nil
+}
