@@ -13,6 +13,9 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/pki"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -21,7 +24,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "addons", Short: "Render and apply the addon bundle of a cluster"}
 	var file, kubeconfig string
 	var force bool
-	var wait string
+	var wait, state string
 	render := &cobra.Command{
 		Use:   "render -f FILE",
 		Short: "Print the cluster's addons, in the order they are applied",
@@ -53,7 +56,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Short: "Apply the cluster's addons in dependency order (unchanged addons are skipped)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runApply(cmd.Context(), s, file, kubeconfig, wait, force)
+			return runApply(cmd.Context(), s, file, kubeconfig, wait, state, force)
 		},
 	}
 	for _, c := range []*cobra.Command{render, apply} {
@@ -62,12 +65,13 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	}
 	apply.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
+	apply.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store holding the cluster's identity root CA (AWS clusters)")
 	apply.Flags().StringVar(&wait, "wait", "0s", "how long each addon's workloads may take to become ready (0: do not wait)")
 	cmd.AddCommand(render, apply)
 	return cmd
 }
 
-func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait string, force bool) error {
+func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state string, force bool) error {
 	l, err := definition.Load(file)
 	if err != nil {
 		return err
@@ -88,6 +92,27 @@ func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait str
 		return err
 	}
 	a.Force = force
+	// The issuer's CA: for AWS clusters a signing CA under the root kept in
+	// the state store; local clusters generate their root. Either seeds the
+	// CA Secret only when the cluster has none.
+	def := l.ClusterDefinition
+	if def.Cloud == definition.CloudKind {
+		root, err := ca.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, time.Now())
+		if err != nil {
+			return err
+		}
+		if a.CA, err = pki.IssuerState(root, def.Runtime.TrustDomain); err != nil {
+			return err
+		}
+	} else if state != "" {
+		root, err := pki.Root(ctx, state, render.ClusterName(def))
+		if err != nil {
+			return fmt.Errorf("identity root CA of %s: %w (created by `trellis cluster create`)", def.Name, err)
+		}
+		if a.CA, err = pki.IssuerState(root, def.Runtime.TrustDomain); err != nil {
+			return err
+		}
+	}
 	if a.Wait, err = parseDuration(wait); err != nil {
 		return err
 	}

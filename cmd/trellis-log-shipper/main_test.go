@@ -194,14 +194,19 @@ func TestIntegrationKillAndKafkaOutage(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.run(ctx) })
 
-	// kill -9 at random points; Kafka goes away for 4 s in the middle.
+	// kill -9 at random points for a few minutes (TRELLIS_LOG_FAULT_FOR
+	// shortens it locally); Kafka goes away for 4 s in the middle.
+	run := 2 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("TRELLIS_LOG_FAULT_FOR")); err == nil {
+		run = d
+	}
 	kills := 0
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(run)
 	outage := false
 	for time.Now().Before(deadline) {
 		cmd := start()
 		time.Sleep(time.Duration(300+rand.IntN(2500)) * time.Millisecond)
-		if !outage && time.Until(deadline) < 18*time.Second {
+		if !outage && time.Until(deadline) < run/2 {
 			outage = true
 			k.stop()
 			time.Sleep(4 * time.Second)
@@ -252,8 +257,8 @@ func TestIntegrationKillAndKafkaOutage(t *testing.T) {
 		}
 	}
 	dups := records - len(counts)
-	t.Logf("%d lines written across %d kill -9s and a 4 s Kafka outage; %d records consumed, %d duplicates (bound %d), %d lost",
-		total, kills, records, dups, (kills+1)*batchLines, len(lost))
+	t.Logf("%d lines written in %s across %d kill -9s and a 4 s Kafka outage; %d records consumed, %d duplicates (bound %d), %d lost",
+		total, run, kills, records, dups, (kills+1)*batchLines, len(lost))
 	if len(lost) > 0 {
 		ranges := map[string][2]int{}
 		for _, l := range lost {
