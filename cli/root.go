@@ -13,6 +13,7 @@ import (
 	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/ami"
 	"github.com/trellis-dev/trellis/cli/cluster"
+	etcdcmd "github.com/trellis-dev/trellis/cli/etcd"
 	"github.com/trellis-dev/trellis/cli/internal/logs"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	zkcmd "github.com/trellis-dev/trellis/cli/zk"
@@ -44,7 +45,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), zkcmd.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), zkcmd.NewCommand(s))
 	return cmd
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/daemons/certs/ca"
 )
 
 // NewCommand returns `trellis addons`.
