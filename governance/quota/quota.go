@@ -1,0 +1,249 @@
+// Package quota plans namespace ResourceQuotas from observed usage: sample
+// each namespace's usage from the apiserver into a small local store, plan
+// each quota as the historical peak plus headroom, apply reviewed plans, and
+// alert (HTTP webhook, business hours only) when a namespace passes a
+// threshold of any quota.
+package quota
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Resources planned, in ResourceQuota names.
+var Resources = []corev1.ResourceName{
+	corev1.ResourceRequestsCPU, corev1.ResourceRequestsMemory, corev1.ResourceLimitsCPU, corev1.ResourceLimitsMemory,
+	corev1.ResourcePods, "count/configmaps", "count/secrets", "count/services", "count/persistentvolumeclaims",
+}
+
+// Sample is one namespace's usage at one time.
+type Sample struct {
+	Time      time.Time                                 `json:"time"`
+	Namespace string                                    `json:"namespace"`
+	Usage     map[corev1.ResourceName]resource.Quantity `json:"usage"`
+}
+
+// Collect measures every namespace's usage: the requests and limits of its
+// pods that are not finished, and its object counts. It lists, once per
+// run: this is a periodic job, not a controller.
+func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Sample, error) {
+	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	usage := map[string]map[corev1.ResourceName]resource.Quantity{}
+	for _, ns := range nss.Items {
+		u := map[corev1.ResourceName]resource.Quantity{}
+		for _, r := range Resources {
+			u[r] = resource.Quantity{}
+		}
+		usage[ns.Name] = u
+	}
+	add := func(ns string, r corev1.ResourceName, q resource.Quantity) {
+		if u, ok := usage[ns]; ok {
+			cur := u[r]
+			cur.Add(q)
+			u[r] = cur
+		}
+	}
+	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		add(p.Namespace, corev1.ResourcePods, *resource.NewQuantity(1, resource.DecimalSI))
+		for _, ct := range p.Spec.Containers {
+			add(p.Namespace, corev1.ResourceRequestsCPU, ct.Resources.Requests[corev1.ResourceCPU])
+			add(p.Namespace, corev1.ResourceRequestsMemory, ct.Resources.Requests[corev1.ResourceMemory])
+			add(p.Namespace, corev1.ResourceLimitsCPU, ct.Resources.Limits[corev1.ResourceCPU])
+			add(p.Namespace, corev1.ResourceLimitsMemory, ct.Resources.Limits[corev1.ResourceMemory])
+		}
+	}
+	counts := []struct {
+		name corev1.ResourceName
+		list func() (map[string]int, error)
+	}{
+		{"count/configmaps", func() (map[string]int, error) {
+			l, err := c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+			return byNS(l, err, func() []metav1.ObjectMeta {
+				return metas(l.Items, func(x corev1.ConfigMap) metav1.ObjectMeta { return x.ObjectMeta })
+			})
+		}},
+		{"count/secrets", func() (map[string]int, error) {
+			l, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			return byNS(l, err, func() []metav1.ObjectMeta {
+				return metas(l.Items, func(x corev1.Secret) metav1.ObjectMeta { return x.ObjectMeta })
+			})
+		}},
+		{"count/services", func() (map[string]int, error) {
+			l, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+			return byNS(l, err, func() []metav1.ObjectMeta {
+				return metas(l.Items, func(x corev1.Service) metav1.ObjectMeta { return x.ObjectMeta })
+			})
+		}},
+		{"count/persistentvolumeclaims", func() (map[string]int, error) {
+			l, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+			return byNS(l, err, func() []metav1.ObjectMeta {
+				return metas(l.Items, func(x corev1.PersistentVolumeClaim) metav1.ObjectMeta { return x.ObjectMeta })
+			})
+		}},
+	}
+	for _, cnt := range counts {
+		m, err := cnt.list()
+		if err != nil {
+			return nil, err
+		}
+		for ns, n := range m {
+			add(ns, cnt.name, *resource.NewQuantity(int64(n), resource.DecimalSI))
+		}
+	}
+	var out []Sample
+	for ns, u := range usage {
+		out = append(out, Sample{Time: now, Namespace: ns, Usage: u})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	return out, nil
+}
+
+func byNS[L any](l L, err error, items func() []metav1.ObjectMeta) (map[string]int, error) {
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for _, o := range items() {
+		m[o.Namespace]++
+	}
+	return m, nil
+}
+
+func metas[T any](items []T, f func(T) metav1.ObjectMeta) []metav1.ObjectMeta {
+	out := make([]metav1.ObjectMeta, 0, len(items))
+	for _, it := range items {
+		out = append(out, f(it))
+	}
+	return out
+}
+
+// Store keeps samples as JSON lines in a local file, pruning those older
+// than Retention.
+type Store struct {
+	Path      string
+	Retention time.Duration
+}
+
+// Append adds samples.
+func (s Store) Append(samples []Sample) error {
+	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, smp := range samples {
+		if err := enc.Encode(smp); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// Load reads the samples newer than now - Retention (all when Retention
+// is 0).
+func (s Store) Load(now time.Time) ([]Sample, error) {
+	f, err := os.Open(s.Path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Sample
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		var smp Sample
+		if err := json.Unmarshal(sc.Bytes(), &smp); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", s.Path, line, err)
+		}
+		if s.Retention == 0 || now.Sub(smp.Time) <= s.Retention {
+			out = append(out, smp)
+		}
+	}
+	return out, sc.Err()
+}
+
+// Plan is the quotas to apply, per namespace.
+type Plan struct {
+	Headroom float64                                              `json:"headroom"`
+	Quotas   map[string]map[corev1.ResourceName]resource.Quantity `json:"quotas"`
+}
+
+// Minimums keep a quiet namespace usable.
+var Minimums = map[corev1.ResourceName]resource.Quantity{
+	corev1.ResourceRequestsCPU: resource.MustParse("500m"), corev1.ResourceRequestsMemory: resource.MustParse("512Mi"),
+	corev1.ResourceLimitsCPU: resource.MustParse("1"), corev1.ResourceLimitsMemory: resource.MustParse("1Gi"),
+	corev1.ResourcePods: resource.MustParse("10"), "count/configmaps": resource.MustParse("10"), "count/secrets": resource.MustParse("10"),
+	"count/services": resource.MustParse("5"), "count/persistentvolumeclaims": resource.MustParse("5"),
+}
+
+// MakePlan sets each namespace's quota to its peak usage times
+// (1+headroom), rounded up (CPU to 100m, memory to 64Mi, counts to whole
+// objects), and never below Minimums. Namespaces in skip get none.
+func MakePlan(samples []Sample, headroom float64, skip map[string]bool) Plan {
+	peak := map[string]map[corev1.ResourceName]float64{}
+	for _, s := range samples {
+		if skip[s.Namespace] {
+			continue
+		}
+		p := peak[s.Namespace]
+		if p == nil {
+			p = map[corev1.ResourceName]float64{}
+			peak[s.Namespace] = p
+		}
+		for r, q := range s.Usage {
+			if v := q.AsApproximateFloat64(); v > p[r] {
+				p[r] = v
+			}
+		}
+	}
+	plan := Plan{Headroom: headroom, Quotas: map[string]map[corev1.ResourceName]resource.Quantity{}}
+	for ns, p := range peak {
+		q := map[corev1.ResourceName]resource.Quantity{}
+		for _, r := range Resources {
+			v := p[r] * (1 + headroom)
+			var qty resource.Quantity
+			switch r {
+			case corev1.ResourceRequestsCPU, corev1.ResourceLimitsCPU:
+				qty = *resource.NewMilliQuantity(int64(math.Ceil(v*10))*100, resource.DecimalSI)
+			case corev1.ResourceRequestsMemory, corev1.ResourceLimitsMemory:
+				const step = 64 << 20
+				qty = *resource.NewQuantity(int64(math.Ceil(v/step))*step, resource.BinarySI)
+			default:
+				qty = *resource.NewQuantity(int64(math.Ceil(v)), resource.DecimalSI)
+			}
+			if m, ok := Minimums[r]; ok && qty.Cmp(m) < 0 {
+				qty = m.DeepCopy()
+			}
+			q[r] = qty
+		}
+		plan.Quotas[ns] = q
+	}
+	return plan
+}
