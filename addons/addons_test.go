@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,6 +136,9 @@ func TestIntegrationApply(t *testing.T) {
 		t.Errorf("zk digest secret: %v", err)
 	}
 
+	if changes, err := a.Diff(ctx, rendered); err != nil || len(changes) != 0 {
+		t.Errorf("diff right after apply: %v %+v", err, changes)
+	}
 	res, err = a.Apply(ctx, rendered)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +152,17 @@ func TestIntegrationApply(t *testing.T) {
 	rendered, err = Render(def)
 	if err != nil {
 		t.Fatal(err)
+	}
+	changes, err := a.Diff(ctx, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff []string
+	for _, c := range changes {
+		diff = append(diff, c.Op+" "+c.Key)
+	}
+	if got := strings.Join(diff, "; "); got != "update Deployment trellis-system/trellis-cert-issuer; update DaemonSet trellis-system/trellis-cert-agent" {
+		t.Errorf("diff after changing the trust domain: %s", got)
 	}
 	res, err = a.Apply(ctx, rendered)
 	if err != nil {
@@ -165,5 +180,36 @@ func TestIntegrationApply(t *testing.T) {
 	d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, "trellis-cert-issuer", metav1.GetOptions{})
 	if err != nil || !strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--trust-domain=other.example") {
 		t.Errorf("issuer args after the change: %v", err)
+	}
+
+	// An addon dropped from the definition: its objects are pruned.
+	def.Addons = slices.DeleteFunc(def.Addons, func(a definition.Addon) bool { return a.Name == "trellis-log-shipper" })
+	rendered, err = Render(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err = a.Diff(ctx, rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletes := 0
+	for _, c := range changes {
+		if c.Op != "delete" || !strings.Contains(c.Key, "trellis-log-shipper") {
+			t.Errorf("diff after dropping the log shipper: %+v", c)
+		}
+		deletes++
+	}
+	if deletes != 4 {
+		t.Errorf("diff shows %d deletions, want the log shipper's 4 objects", deletes)
+	}
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.AppsV1().DaemonSets(Namespace).Get(ctx, "trellis-log-shipper", metav1.GetOptions{}); err == nil {
+		t.Error("the dropped addon's DaemonSet survived the apply")
+	}
+	rec, _ := cp.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{})
+	if _, ok := rec.Data["trellis-log-shipper"]; ok {
+		t.Error("the dropped addon is still recorded")
 	}
 }

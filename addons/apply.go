@@ -107,7 +107,14 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 			fmt.Fprintf(a.Out, "applied %s %s (%d objects)\n", r.Addon.Name, r.Addon.Version, len(r.Objects))
 		}
 	}
-	return results, nil
+	pruned, err := a.Prune(ctx, rendered)
+	for _, p := range pruned {
+		results = append(results, Result{Addon: p, Action: "pruned"})
+		if a.Out != nil {
+			fmt.Fprintf(a.Out, "pruned %s\n", p)
+		}
+	}
+	return results, err
 }
 
 func (a *Applier) ensureNamespace(ctx context.Context) error {

@@ -59,7 +59,45 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			return runApply(cmd.Context(), s, file, kubeconfig, wait, state, force)
 		},
 	}
-	for _, c := range []*cobra.Command{render, apply} {
+	diff := &cobra.Command{
+		Use:   "diff -f FILE [--kubeconfig K]",
+		Short: "What apply would create, update and prune (server-side dry run)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := definition.Load(file)
+			if err != nil {
+				return err
+			}
+			rendered, err := addons.Render(l.ClusterDefinition)
+			if err != nil {
+				return err
+			}
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			rules.ExplicitPath = kubeconfig
+			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+			if err != nil {
+				return fmt.Errorf("failed to load kubeconfig: %w", err)
+			}
+			a, err := addons.NewApplier(cfg, s.Out)
+			if err != nil {
+				return err
+			}
+			changes, err := a.Diff(cmd.Context(), rendered)
+			if err != nil {
+				return err
+			}
+			sign := map[string]string{"create": "+", "update": "~", "delete": "-"}
+			for _, c := range changes {
+				fmt.Fprintf(s.Out, "%s %s\n", sign[c.Op], c.Key)
+			}
+			if len(changes) == 0 {
+				fmt.Fprintln(s.Out, "no changes")
+			}
+			return nil
+		},
+	}
+	diff.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	for _, c := range []*cobra.Command{render, apply, diff} {
 		c.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
 		_ = c.MarkFlagRequired("file")
 	}
@@ -67,7 +105,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
 	apply.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store holding the cluster's identity root CA (AWS clusters)")
 	apply.Flags().StringVar(&wait, "wait", "0s", "how long each addon's workloads may take to become ready (0: do not wait)")
-	cmd.AddCommand(render, apply)
+	cmd.AddCommand(render, apply, diff)
 	return cmd
 }
 
