@@ -35,6 +35,8 @@ func run() error {
 	confDir := flag.String("cni-conf-dir", "/etc/cni/net.d", "where the CNI configuration goes")
 	bridge := flag.String("bridge", "trellis0", "the pods' bridge")
 	mtu := flag.Int("mtu", 1500, "MTU of pod interfaces")
+	clusterCIDR := flag.String("cluster-cidr", "", "the cluster's pod CIDR: traffic from it to outside it is masqueraded")
+	firewall := flag.Bool("firewall", true, "program iptables: masquerade, and keep pods from the metadata address unless annotated "+netd.AnnotationMetadataAccess+"=allow")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	listen := flag.String("listen", ":9106", "address of /healthz and /readyz")
 	flag.Parse()
@@ -54,7 +56,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	d, err := netd.New(netd.Config{NodeName: *node, Client: client, CNIConfDir: *confDir, Bridge: *bridge, MTU: *mtu, Logger: log})
+	d, err := netd.New(netd.Config{NodeName: *node, Client: client, CNIConfDir: *confDir, Bridge: *bridge, MTU: *mtu,
+		ClusterCIDR: *clusterCIDR, Firewall: *firewall, Logger: log})
 	if err != nil {
 		return err
 	}

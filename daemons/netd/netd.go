@@ -1,7 +1,9 @@
 // Package netd is the pod network daemon on every node (the trellis-netd
 // addon): it writes the node's CNI configuration (a bridge with host-local
-// IPAM over the node's pod CIDR) and keeps one route per other node, its pod
-// CIDR via its InternalIP, the way kindnetd wires kind clusters. Routes are
+// IPAM over the node's pod CIDR), keeps one route per other node, its pod
+// CIDR via its InternalIP, the way kindnetd wires kind clusters, masquerades
+// traffic leaving the cluster CIDR, and keeps pods from the instance
+// metadata address unless they are allowed. Routes are
 // tagged with their own routing protocol number, so only netd's own routes
 // are ever replaced or removed.
 package netd
@@ -21,6 +23,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -43,7 +47,14 @@ type Config struct {
 	// Resync bounds how long a route lost to an outside change stays lost
 	// (default 30s).
 	Resync time.Duration
-	Logger *slog.Logger
+	// ClusterCIDR is the cluster's pod CIDR: traffic from it to outside it
+	// is masqueraded. Empty: no masquerading.
+	ClusterCIDR string
+	// Firewall programs iptables (masquerade, metadata block); Exec
+	// prefixes its commands (tests: "ip netns exec NS").
+	Firewall bool
+	Exec     []string
+	Logger   *slog.Logger
 }
 
 // Daemon keeps the node's pod network.
@@ -51,7 +62,9 @@ type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
 	nodes cache.SharedIndexInformer
+	pods  cache.SharedIndexInformer
 	kick  chan struct{}
+	ipt   iptables
 
 	mu      sync.Mutex
 	applied int
@@ -84,17 +97,24 @@ func New(cfg Config) (*Daemon, error) {
 		}
 		cfg.Netlink = h
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), ipt: iptables{prefix: cfg.Exec}}
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	d.nodes = f.Core().V1().Nodes().Informer()
+	// This node's pods: which may reach the metadata address.
+	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+	}))
+	d.pods = pf.Core().V1().Pods().Informer()
 	poke := func(any) {
 		select {
 		case d.kick <- struct{}{}:
 		default:
 		}
 	}
-	if _, err := d.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}); err != nil {
-		return nil, err
+	for _, inf := range []cache.SharedIndexInformer{d.nodes, d.pods} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -102,7 +122,8 @@ func New(cfg Config) (*Daemon, error) {
 // Run reconciles until ctx ends.
 func (d *Daemon) Run(ctx context.Context) error {
 	go d.nodes.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), d.nodes.HasSynced) {
+	go d.pods.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), d.nodes.HasSynced, d.pods.HasSynced) {
 		return ctx.Err()
 	}
 	t := time.NewTicker(d.cfg.Resync)
@@ -132,10 +153,12 @@ func (d *Daemon) Applied() int {
 func (d *Daemon) Reconcile() error {
 	var errs []error
 	want := map[string]net.IP{} // pod CIDR -> next hop
+	ownCIDR := ""
 	for _, obj := range d.nodes.GetStore().List() {
 		n := obj.(*corev1.Node)
 		cidr := n.Spec.PodCIDR
 		if n.Name == d.cfg.NodeName {
+			ownCIDR = cidr
 			if cidr != "" {
 				if err := d.writeCNI(cidr); err != nil {
 					errs = append(errs, err)
@@ -172,6 +195,18 @@ func (d *Daemon) Reconcile() error {
 		}
 		if err := h.RouteReplace(&netlink.Route{Dst: dst, Gw: gw, Protocol: RouteProtocol}); err != nil {
 			errs = append(errs, fmt.Errorf("failed to route %s via %s: %w", cidr, gw, err))
+		}
+	}
+	if d.cfg.Firewall {
+		var allowed []string
+		for _, obj := range d.pods.GetStore().List() {
+			p := obj.(*corev1.Pod)
+			if p.Annotations[AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
+				allowed = append(allowed, p.Status.PodIP)
+			}
+		}
+		if err := d.ipt.sync(ownCIDR, d.cfg.ClusterCIDR, allowed); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: %w", err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
