@@ -8,32 +8,21 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
+	"github.com/trellis-dev/trellis/internal/daemon"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "trellis-cert-agent: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("trellis-cert-agent", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	node := flag.String("node-name", os.Getenv("NODE_NAME"), "this node")
 	socket := flag.String("socket", "/run/trellis/cert-agent/agent.sock", "Unix socket served to pods")
 	issuer := flag.String("issuer", "https://trellis-cert-issuer.trellis-system.svc:8443", "issuer URL")
@@ -60,17 +49,7 @@ func run() error {
 			return fmt.Errorf("--issuer-id: %w", err)
 		}
 	}
-	var cfg *rest.Config
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return err
-	}
-	cfg.UserAgent = "trellis-cert-agent"
-	client, err := kubernetes.NewForConfig(cfg)
+	client, _, err := daemon.Client(*kubeconfig, "trellis-cert-agent")
 	if err != nil {
 		return err
 	}
@@ -83,29 +62,14 @@ func run() error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Collectors()...)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.HasSynced() {
-			http.Error(w, "pod cache not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.Run(ctx); return nil })
 	g.Go(func() error { return a.Serve(ctx, *socket) })
-	g.Go(func() error {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
+	daemon.Serve(ctx, g, *listen, daemon.Endpoints(reg, func() error {
+		if !a.HasSynced() {
+			return errors.New("pod cache not synced")
 		}
 		return nil
-	})
-	g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	}))
 	return g.Wait()
 }

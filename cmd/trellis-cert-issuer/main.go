@@ -11,33 +11,23 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+	"github.com/trellis-dev/trellis/internal/daemon"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "trellis-cert-issuer: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("trellis-cert-issuer", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	trustDomain := flag.String("trust-domain", "", "trust domain")
 	namespace := flag.String("namespace", "trellis-system", "namespace of the CA secret and the lease")
 	secret := flag.String("ca-secret", "trellis-ca", "Secret holding roots.pem, signer.pem and signer-key.pem")
@@ -54,22 +44,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("--trust-domain: %w", err)
 	}
-	var cfg *rest.Config
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	client, _, err := daemon.Client(*kubeconfig, "trellis-cert-issuer")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "trellis-cert-issuer"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	f := informers.NewSharedInformerFactory(client, 10*time.Hour)
 	pods := f.Core().V1().Pods()
@@ -89,11 +67,6 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(is.Collectors()...)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	msrv := &http.Server{Addr: *metrics, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, *namespace, "trellis-cert-issuer", client.CoreV1(), client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: *identity})
@@ -107,15 +80,9 @@ func run() error {
 		}
 		return nil
 	})
-	g.Go(func() error {
-		if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	daemon.Serve(ctx, g, *metrics, daemon.Endpoints(reg, nil))
 	g.Go(func() error {
 		<-ctx.Done()
-		_ = msrv.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return srv.Shutdown(sctx)

@@ -8,32 +8,21 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/daemons/logshipper"
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+	"github.com/trellis-dev/trellis/internal/daemon"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "trellis-log-shipper: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("trellis-log-shipper", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	root := flag.String("root", "/var/log/pods", "pods' log root")
 	checkpoint := flag.String("checkpoint", "/var/lib/trellis/log-shipper/checkpoint.json", "checkpoint file (on the node, not in the pod)")
 	sinkName := flag.String("sink", "kafka", "kafka, stdout or file")
@@ -71,22 +60,9 @@ func run() error {
 	}
 	defer sk.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var meta *logshipper.PodMetadata
 	if *kubeconfig != "none" {
-		var cfg *rest.Config
-		var err error
-		if *kubeconfig != "" {
-			cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-		} else {
-			cfg, err = rest.InClusterConfig()
-		}
-		if err != nil {
-			return err
-		}
-		cfg.UserAgent = "trellis-log-shipper"
-		client, err := kubernetes.NewForConfig(cfg)
+		client, _, err := daemon.Client(*kubeconfig, "trellis-log-shipper")
 		if err != nil {
 			return err
 		}
@@ -105,25 +81,13 @@ func run() error {
 	if err := s.Register(reg); err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if meta != nil && !meta.HasSynced() {
-			http.Error(w, "pod cache not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
-	g.Go(func() error {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
+	daemon.Serve(ctx, g, *listen, daemon.Endpoints(reg, func() error {
+		if meta != nil && !meta.HasSynced() {
+			return errors.New("pod cache not synced")
 		}
 		return nil
-	})
-	g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	}))
 	return g.Wait()
 }

@@ -7,35 +7,23 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/daemon"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "trellis-zk-registrar: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { daemon.Main("trellis-zk-registrar", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	node := flag.String("node-name", os.Getenv("NODE_NAME"), "the node whose pods to register")
 	servers := flag.String("zookeeper", "", "comma-separated ZooKeeper ensemble (host:port,...)")
 	root := flag.String("root", "/discovery", "znode under which serversets live")
@@ -50,18 +38,7 @@ func run() error {
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "zk-registrar", "node", *node)
 
-	var cfg *rest.Config
-	var err error
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return err
-	}
-	cfg.UserAgent = "trellis-zk-registrar"
-	client, err := kubernetes.NewForConfig(cfg)
+	client, _, err := daemon.Client(*kubeconfig, "trellis-zk-registrar")
 	if err != nil {
 		return err
 	}
@@ -81,34 +58,14 @@ func run() error {
 	if err := zkregistrar.NewMetrics(reg).Register(promReg); err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !reg.HasSession() {
-			http.Error(w, "no zookeeper session", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return reg.Run(ctx) })
 	g.Go(func() error { return d.Run(ctx) })
-	g.Go(func() error {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
+	daemon.Serve(ctx, g, *addr, daemon.Endpoints(promReg, func() error {
+		if !reg.HasSession() {
+			return errors.New("no zookeeper session")
 		}
 		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
+	}))
 	return g.Wait()
 }
