@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make local`: what exists of the local cluster today. The kind cluster with
 # the production wiring (`trellis local up`) lands with its own issue; until
-# then this runs the bootstrap path end to end, offline:
+# then this runs the bootstrap path end to end, offline, and applies the addon
+# bundle to a real control plane without nodes:
 #   1. validate and render every cluster definition,
 #   2. create prod-us-east-1 in a local kops state store against kops's AWS
 #      fake, then show that a second diff plans nothing,
@@ -71,6 +72,7 @@ A control plane is running:
 trellis-controller reconciles the sample TrellisService (config/samples).
 Stop both with: kill \$(cat ${cpdir}/controller.pid) \$(cat ${cpdir}/pid)
 
-Not yet built: the kind cluster with nodes, pod networking and the Trellis
-addons (trellis local up). See README.md.
+The addon bundle is applied, but with no nodes its pods stay Pending. Not yet
+built: the kind cluster with nodes (trellis local up), the runtime images and
+the end-to-end suite. See README.md.
 MSG
