@@ -53,6 +53,7 @@ bench: tools ## Run benchmarks and print their numbers (controller vs native; Zo
 	$(GO) run ./bench/logshipper -lines 2000000
 	$(GO) run ./bench/amirollout -nodes 2500 -pods 35000
 	$(GO) run ./bench/reads -nodes 50 -pods 2000
+	$(GO) run ./bench/surge -planned 300 -factor 3
 
 .PHONY: fuzz
 fuzz: ## Fuzz the cluster-definition decoder for 60s

@@ -15,6 +15,9 @@ type AuditEvent struct {
 	Verb      string    `json:"verb"`
 	UserAgent string    `json:"userAgent"`
 	Received  time.Time `json:"requestReceivedTimestamp"`
+	// Completed is when the stage was reached (the response, for
+	// ResponseComplete): Completed - Received is the request's latency.
+	Completed time.Time `json:"stageTimestamp"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
