@@ -137,7 +137,7 @@ func (a *Applier) Diff(ctx context.Context, rendered []Rendered) ([]Change, erro
 			if err != nil {
 				return nil, fmt.Errorf("dry-run apply of %s: %w", k, err)
 			}
-			if !reflect.DeepEqual(comparable(live), comparable(dry)) {
+			if !reflect.DeepEqual(intent(live), intent(dry)) {
 				out = append(out, Change{Op: "update", Key: k})
 			}
 		}
@@ -152,8 +152,8 @@ func (a *Applier) Diff(ctx context.Context, rendered []Rendered) ([]Change, erro
 	return out, nil
 }
 
-// comparable drops what changes without a change of intent.
-func comparable(u *unstructured.Unstructured) map[string]any {
+// intent drops what changes without a change of intent.
+func intent(u *unstructured.Unstructured) map[string]any {
 	c := u.DeepCopy().Object
 	unstructured.RemoveNestedField(c, "metadata", "managedFields")
 	unstructured.RemoveNestedField(c, "metadata", "resourceVersion")

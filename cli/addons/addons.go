@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/daemons/certs/ca"
 )
@@ -72,11 +72,9 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = kubeconfig
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+			cfg, err := kube.Config(kubeconfig, "trellis-addons")
 			if err != nil {
-				return fmt.Errorf("failed to load kubeconfig: %w", err)
+				return err
 			}
 			a, err := addons.NewApplier(cfg, s.Out)
 			if err != nil {
@@ -118,13 +116,10 @@ func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, st
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := kube.Config(kubeconfig, "trellis-addons")
 	if err != nil {
-		return fmt.Errorf("failed to load kubeconfig: %w", err)
+		return err
 	}
-	cfg.UserAgent = "trellis-addons"
 	a, err := addons.NewApplier(cfg, s.Out)
 	if err != nil {
 		return err

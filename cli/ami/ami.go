@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
 	"github.com/trellis-dev/trellis/bootstrap"
@@ -23,6 +22,7 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -147,7 +147,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	groups := map[string]rollout.Strategy{}
 	want := o.Groups
 	for _, ig := range def.InstanceGroups {
-		if len(want) > 0 && !contains(want, ig.Name) {
+		if len(want) > 0 && !slices.Contains(want, ig.Name) {
 			continue
 		}
 		surge := o.MaxSurge
@@ -172,14 +172,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("failed to load kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "trellis-ami-rollout"
-	kc, err := kubernetes.NewForConfig(cfg)
+	kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
 	if err != nil {
 		return err
 	}
@@ -321,15 +314,6 @@ func sortedGroups(st *rollout.State) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func deref(p *int32) int32 {

@@ -6,11 +6,10 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/health"
+	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -46,14 +45,7 @@ func runValidate(cmd *cobra.Command, o *validateOptions, s streams.Streams) erro
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("failed to load kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "trellis-validate"
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kube.Client(o.Kubeconfig, "trellis-validate")
 	if err != nil {
 		return err
 	}

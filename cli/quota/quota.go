@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/governance/quota"
 )
@@ -24,16 +24,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	var retention time.Duration
 	var headroom, threshold float64
 	var skip []string
-	client := func() (kubernetes.Interface, error) {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
-		}
-		cfg.UserAgent = "trellis-quota"
-		return kubernetes.NewForConfig(cfg)
-	}
+	client := func() (kubernetes.Interface, error) { return kube.Client(kubeconfig, "trellis-quota") }
 	sample := &cobra.Command{
 		Use: "sample --store FILE", Short: "Record every namespace's usage (run it periodically)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

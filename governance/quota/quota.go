@@ -57,6 +57,7 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 			u[r] = cur
 		}
 	}
+	one := *resource.NewQuantity(1, resource.DecimalSI)
 	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		add(p.Namespace, corev1.ResourcePods, *resource.NewQuantity(1, resource.DecimalSI))
+		add(p.Namespace, corev1.ResourcePods, one)
 		for _, ct := range p.Spec.Containers {
 			add(p.Namespace, corev1.ResourceRequestsCPU, ct.Resources.Requests[corev1.ResourceCPU])
 			add(p.Namespace, corev1.ResourceRequestsMemory, ct.Resources.Requests[corev1.ResourceMemory])
@@ -73,43 +74,33 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 			add(p.Namespace, corev1.ResourceLimitsMemory, ct.Resources.Limits[corev1.ResourceMemory])
 		}
 	}
-	counts := []struct {
-		name corev1.ResourceName
-		list func() (map[string]int, error)
-	}{
-		{"count/configmaps", func() (map[string]int, error) {
-			l, err := c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
-			return byNS(l, err, func() []metav1.ObjectMeta {
-				return metas(l.Items, func(x corev1.ConfigMap) metav1.ObjectMeta { return x.ObjectMeta })
-			})
-		}},
-		{"count/secrets", func() (map[string]int, error) {
-			l, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-			return byNS(l, err, func() []metav1.ObjectMeta {
-				return metas(l.Items, func(x corev1.Secret) metav1.ObjectMeta { return x.ObjectMeta })
-			})
-		}},
-		{"count/services", func() (map[string]int, error) {
-			l, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-			return byNS(l, err, func() []metav1.ObjectMeta {
-				return metas(l.Items, func(x corev1.Service) metav1.ObjectMeta { return x.ObjectMeta })
-			})
-		}},
-		{"count/persistentvolumeclaims", func() (map[string]int, error) {
-			l, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
-			return byNS(l, err, func() []metav1.ObjectMeta {
-				return metas(l.Items, func(x corev1.PersistentVolumeClaim) metav1.ObjectMeta { return x.ObjectMeta })
-			})
-		}},
+	cms, err := c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
 	}
-	for _, cnt := range counts {
-		m, err := cnt.list()
-		if err != nil {
-			return nil, err
-		}
-		for ns, n := range m {
-			add(ns, cnt.name, *resource.NewQuantity(int64(n), resource.DecimalSI))
-		}
+	for _, o := range cms.Items {
+		add(o.Namespace, "count/configmaps", one)
+	}
+	secrets, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range secrets.Items {
+		add(o.Namespace, "count/secrets", one)
+	}
+	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range svcs.Items {
+		add(o.Namespace, "count/services", one)
+	}
+	pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range pvcs.Items {
+		add(o.Namespace, "count/persistentvolumeclaims", one)
 	}
 	var out []Sample
 	for ns, u := range usage {
@@ -117,25 +108,6 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
 	return out, nil
-}
-
-func byNS[L any](l L, err error, items func() []metav1.ObjectMeta) (map[string]int, error) {
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]int{}
-	for _, o := range items() {
-		m[o.Namespace]++
-	}
-	return m, nil
-}
-
-func metas[T any](items []T, f func(T) metav1.ObjectMeta) []metav1.ObjectMeta {
-	out := make([]metav1.ObjectMeta, 0, len(items))
-	for _, it := range items {
-		out = append(out, f(it))
-	}
-	return out
 }
 
 // Store keeps samples as JSON lines in a local file, pruning those older

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,7 +294,7 @@ func (is *Issuer) authenticate(ctx context.Context, token string) (string, error
 		return "", fmt.Errorf("token review failed: %w", err) // not cached: the apiserver may be back soon
 	case !tr.Status.Authenticated:
 		rv.err = refuse(http.StatusUnauthorized, "unauthenticated", "token not authenticated: %s", tr.Status.Error)
-	case !contains(is.cfg.AgentUsernames, tr.Status.User.Username):
+	case !slices.Contains(is.cfg.AgentUsernames, tr.Status.User.Username):
 		rv.err = refuse(http.StatusForbidden, "not_an_agent", "%s is not a certificate agent", tr.Status.User.Username)
 	default:
 		nodes := tr.Status.User.Extra[NodeNameExtra]
@@ -324,13 +325,4 @@ func (is *Issuer) limiter(node string) *rate.Limiter {
 		is.limiters[node] = l
 	}
 	return l
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

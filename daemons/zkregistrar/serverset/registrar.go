@@ -76,7 +76,10 @@ type Registrar struct {
 	// dirtySince is when desired and actual state last started to differ
 	// (zero while they agree): the reconcile lag.
 	dirtySince time.Time
-	retry      *time.Timer
+	// gen counts changes of desired state (and session losses): a pass that
+	// ends without errors clears dirtySince only if nothing changed during it.
+	gen   uint64
+	retry *time.Timer
 }
 
 type registered struct {
@@ -130,6 +133,7 @@ func (r *Registrar) Set(key string, reg Registration) error {
 
 // markDirty records that desired state changed; r.mu is held.
 func (r *Registrar) markDirty() {
+	r.gen++
 	if r.dirtySince.IsZero() {
 		r.dirtySince = time.Now()
 	}
@@ -303,6 +307,7 @@ func (r *Registrar) reconcile() error {
 	}
 	session := conn.SessionID()
 	r.mu.Lock()
+	gen := r.gen
 	desired := make(map[string]Registration, len(r.desired))
 	for k, v := range r.desired {
 		desired[k] = v
@@ -367,7 +372,9 @@ func (r *Registrar) reconcile() error {
 	r.mu.Lock()
 	if deferred > 0 {
 		r.retryAfter(deferred)
-	} else if len(errs) == 0 && r.converged() {
+	} else if len(errs) == 0 && r.gen == gen {
+		// Every desired key is registered, current and ours, and nothing
+		// else is: ZooKeeper holds the snapshot this pass worked from.
 		r.dirtySince = time.Time{}
 	}
 	r.mu.Unlock()
@@ -398,23 +405,6 @@ func (r *Registrar) retryAfter(d time.Duration) {
 		r.retry.Stop()
 	}
 	r.retry = time.AfterFunc(d, r.poke)
-}
-
-// converged reports whether actual matches desired key for key; r.mu is held.
-func (r *Registrar) converged() bool {
-	if len(r.actual) != len(r.desired) {
-		return false
-	}
-	for k, reg := range r.desired {
-		a, ok := r.actual[k]
-		if !ok {
-			return false
-		}
-		if d, err := reg.data(); err != nil || !bytes.Equal(d, a.data) {
-			return false
-		}
-	}
-	return true
 }
 
 func (r *Registrar) forget(key string, deleted bool) {
