@@ -3,8 +3,9 @@
 // services each with a PodDisruptionBudget (at most 10% unavailable), and a
 // simulated boot time. It prints the wall time in boot units, the API calls
 // per replaced node, and checks that no PDB was ever violated. The cloud and
-// the cluster are in-memory simulations (SimCloud, SimCluster): the engine
-// is the one `trellis ami rollout` runs.
+// the cluster are in-memory simulations: the engine is the one `trellis ami
+// rollout` runs. Then it rolls a fresh copy of the same fleet with kops's own
+// instancegroups.RollingUpdateCluster (kops.go) and prints the ratio.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,36 +30,54 @@ func main() {
 	groups := flag.Int("groups", 4, "instance groups")
 	pods := flag.Int("pods", 35000, "pods")
 	services := flag.Int("services", 500, "services (one PDB each, 10% unavailable)")
-	boot := flag.Duration("boot", 200*time.Millisecond, "simulated boot time (one boot unit)")
+	boot := flag.Duration("boot", 100*time.Millisecond, "simulated boot time (one boot unit)")
 	surge := flag.Float64("surge", 0.10, "maxSurge per group, as a fraction of the group")
 	budget := flag.Int("budget", 0, "nodes surged at once across groups (default: the sum)")
+	withKops := flag.Bool("kops", true, "also roll the same fleet with kops's RollingUpdateCluster (about 1.4 boot units per node)")
 	flag.Parse()
-	if err := run(*nodes, *groups, *pods, *services, *boot, *surge, *budget); err != nil {
+	f := fleet{nodes: *nodes, groups: *groups, pods: *pods, services: *services, boot: *boot}
+	if err := run(f, *surge, *budget, *withKops); err != nil {
 		fmt.Fprintf(os.Stderr, "amirollout: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(nNodes, nGroups, nPods, nServices int, boot time.Duration, surge float64, budget int) error {
-	sim := newSim(boot)
-	per := nNodes / nGroups
-	for g := range nGroups {
-		sim.addGroup(fmt.Sprintf("group-%d", g), per)
+// fleet is the simulated cluster both rollouts start from.
+type fleet struct {
+	nodes, groups, pods, services int
+	boot                          time.Duration
+}
+
+// pdbBudget is how many pods of one service its PDB lets be down.
+func (f fleet) pdbBudget() int64 { return int64(max(1, f.pods/f.services/10)) }
+
+// build boots the fleet and places its pods.
+func (f fleet) build() *sim {
+	s := newSim(f.boot)
+	for g := range f.groups {
+		s.addGroup(fmt.Sprintf("group-%d", g), f.nodes/f.groups)
 	}
-	sim.waitBooted(nNodes)
-	sim.placePods(nPods, nServices)
-	fmt.Printf("fleet: %d nodes in %d groups, %d pods in %d services with PDBs (maxUnavailable 10%%); boot unit %s\n", nNodes, nGroups, nPods, nServices, boot)
+	s.waitBooted(f.groups * (f.nodes / f.groups))
+	s.placePods(f.pods, f.services)
+	return s
+}
+
+func run(f fleet, surge float64, budget int, withKops bool) error {
+	ctx := context.Background()
+	sim := f.build()
+	per := f.nodes / f.groups
+	fmt.Printf("fleet: %d nodes in %d groups, %d pods in %d services with PDBs (maxUnavailable 10%%); boot unit %s\n", f.nodes, f.groups, f.pods, f.services, f.boot)
 
 	strategies := map[string]rollout.Strategy{}
-	for g := range nGroups {
+	for g := range f.groups {
 		strategies[fmt.Sprintf("group-%d", g)] = rollout.Strategy{MaxSurge: max(1, int(float64(per)*surge)), Canary: true}
 	}
 	r := rollout.New(sim, sim, &memStore{}, rollout.Options{
-		Image: "ami-new", Groups: strategies, Budget: budget, GateTimeout: 50 * boot, Owner: "bench", Poll: boot / 20,
-		Drain: rollout.DrainOptions{Timeout: 100 * boot},
+		Image: "ami-new", Groups: strategies, Budget: budget, GateTimeout: 50 * f.boot, Owner: "bench", Poll: f.boot / 20,
+		Drain: rollout.DrainOptions{Timeout: 100 * f.boot},
 	}, nil)
 	start := time.Now()
-	st, err := r.Start(context.Background(), "sim")
+	st, err := r.Start(ctx, "sim")
 	if err != nil {
 		return err
 	}
@@ -66,17 +86,27 @@ func run(nNodes, nGroups, nPods, nServices int, boot time.Duration, surge float6
 	for _, g := range st.Groups {
 		replaced += len(g.Replaced)
 	}
-	units := wall.Seconds() / boot.Seconds()
-	fmt.Printf("trellis ami rollout: %d nodes replaced in %.1f boot units (%s), %.1f API calls (cloud and Kubernetes) per replaced node, max pods of one service down at once: %d (its PDB allows %d)\n",
-		replaced, units, wall.Round(time.Millisecond), float64(sim.calls.Load())/float64(replaced), sim.maxDown.Load(), max(1, nPods/nServices/10))
-	// kops's rolling update with its defaults (maxSurge 0, maxUnavailable 1)
-	// replaces one node at a time and one group at a time, each waiting for
-	// its replacement to boot and the cluster to validate: at least one boot
-	// unit per node. BenchmarkKopsRollingUpdate (bootstrap/rollout) measures
-	// kops's own code on a real control plane and prints its units per node.
-	fmt.Printf("kops lower bound (one node at a time, >= 1 boot unit each): %d boot units; ratio >= %.0fx\n", replaced, float64(replaced)/units)
-	if sim.maxDown.Load() > int64(max(1, nPods/nServices/10)) {
-		return fmt.Errorf("a PDB was violated: %d pods of one service down", sim.maxDown.Load())
+	units := wall.Seconds() / f.boot.Seconds()
+	fmt.Printf("trellis ami rollout: %d nodes replaced in %.1f boot units (%s), %.1f API calls (cloud and Kubernetes) per replaced node, max pods of one service down at once: %d (its PDB allows %d), evictions refused by PDBs: %d\n",
+		replaced, units, wall.Round(time.Millisecond), float64(sim.calls.Load())/float64(replaced), sim.maxDown.Load(), f.pdbBudget(), sim.refused.Load())
+	if sim.maxDown.Load() > f.pdbBudget() {
+		return fmt.Errorf("trellis violated a PDB: %d pods of one service down", sim.maxDown.Load())
+	}
+	if !withKops {
+		return nil
+	}
+
+	ks := f.build()
+	kr, err := runKops(ctx, ks)
+	if err != nil {
+		return err
+	}
+	kunits := kr.wall.Seconds() / f.boot.Seconds()
+	fmt.Printf("kops RollingUpdateCluster (AWS defaults: maxSurge 1, one group at a time; intervals scaled from a %s boot): %d nodes replaced in %.1f boot units (%s, %.2f per node), %.1f API calls per replaced node, max pods of one service down at once: %d (its PDB allows %d), evictions refused by PDBs: %d\n",
+		realBoot, kr.replaced, kunits, kr.wall.Round(time.Millisecond), kunits/float64(kr.replaced), float64(kr.calls)/float64(kr.replaced), ks.maxDown.Load(), f.pdbBudget(), ks.refused.Load())
+	fmt.Printf("ratio (kops time / trellis time) on the same %d-node simulation: %.1fx\n", f.nodes, kunits/units)
+	if ks.maxDown.Load() > f.pdbBudget() {
+		return fmt.Errorf("kops violated a PDB: %d pods of one service down", ks.maxDown.Load())
 	}
 	return nil
 }
@@ -90,12 +120,14 @@ type sim struct {
 	inst     map[string]*instance // by id
 	pods     []*pod
 	bySvc    map[int][]*pod
-	n        int
+	byName   map[string]*pod
+	n, gen   int
 	version  map[string]string // group -> current launch template version
 	replicas int
 
 	calls   atomic.Int64
 	maxDown atomic.Int64
+	refused atomic.Int64 // evictions the PDBs refused
 }
 
 type group struct {
@@ -111,13 +143,14 @@ type instance struct {
 }
 
 type pod struct {
+	name  string
 	svc   int
 	node  string // instance id
 	ready time.Time
 }
 
 func newSim(boot time.Duration) *sim {
-	s := &sim{boot: boot, groups: map[string]*group{}, inst: map[string]*instance{}, bySvc: map[int][]*pod{}, version: map[string]string{}}
+	s := &sim{boot: boot, groups: map[string]*group{}, inst: map[string]*instance{}, bySvc: map[int][]*pod{}, byName: map[string]*pod{}, version: map[string]string{}}
 	go s.autoscaler()
 	return s
 }
@@ -165,6 +198,9 @@ func (s *sim) waitBooted(n int) {
 	}
 }
 
+// placePods spreads the pods over the nodes at random (a fixed seed), as a
+// scheduler spreading each service would: a node holds pods of many
+// services, so draining it takes a small share of each service's budget.
 func (s *sim) placePods(n, services int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,10 +208,14 @@ func (s *sim) placePods(n, services int) {
 	for id := range s.inst {
 		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	rnd := rand.New(rand.NewPCG(1, 2))
 	s.replicas = n / services
 	for i := range n {
-		p := &pod{svc: i % services, node: ids[i%len(ids)]}
+		s.gen++
+		p := &pod{svc: i % services, node: ids[rnd.IntN(len(ids))], name: fmt.Sprintf("svc%d-%d", i%services, s.gen)}
 		s.pods = append(s.pods, p)
+		s.byName[p.name] = p
 		s.bySvc[p.svc] = append(s.bySvc[p.svc], p)
 	}
 }
@@ -261,51 +301,21 @@ func (s *sim) Taint(_ context.Context, n *corev1.Node, _ string) error {
 	return nil
 }
 
-// Drain evicts every pod of the node through a simulated Eviction API: an
-// eviction is refused while the pod's service has its budget of pods down;
-// an evicted pod is recreated on a new, schedulable node and is Ready a
-// twentieth of a boot later.
+// Drain evicts every pod of the node through the simulated Eviction API
+// (evict), retrying refused evictions until the node is empty.
 func (s *sim) Drain(ctx context.Context, n *corev1.Node, opts rollout.DrainOptions, blocked func(string)) error {
 	s.calls.Add(1) // cordon
 	s.mu.Lock()
 	s.inst[n.Name].cordoned = true
 	s.mu.Unlock()
 	deadline := time.Now().Add(opts.Timeout)
-	budget := max(1, s.replicas/10)
 	for {
 		s.mu.Lock()
 		left := 0
-		now := time.Now()
-		for _, p := range s.pods {
-			if p.node != n.Name {
-				continue
-			}
-			left++
+		for _, p := range s.onNode(n.Name) {
 			s.calls.Add(1) // eviction request
-			down := 0
-			for _, q := range s.bySvc[p.svc] {
-				if now.Before(q.ready) {
-					down++
-				}
-			}
-			if down+1 > budget {
-				continue // 429: the PDB refuses
-			}
-			target := s.schedulable(p)
-			if target == "" {
-				continue
-			}
-			p.node, p.ready = target, now.Add(s.boot/20)
-			left--
-			// Independent count, after the move, of the service's pods down.
-			nowDown := 0
-			for _, q := range s.bySvc[p.svc] {
-				if now.Before(q.ready) {
-					nowDown++
-				}
-			}
-			if d := int64(nowDown); d > s.maxDown.Load() {
-				s.maxDown.Store(d)
+			if !s.evict(p) {
+				left++
 			}
 		}
 		s.mu.Unlock()
@@ -324,6 +334,55 @@ func (s *sim) Drain(ctx context.Context, n *corev1.Node, opts rollout.DrainOptio
 		case <-time.After(s.boot / 50):
 		}
 	}
+}
+
+// onNode lists the pods on a node (mu held).
+func (s *sim) onNode(node string) []*pod {
+	var out []*pod
+	for _, p := range s.pods {
+		if p.node == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// evict is the simulated Eviction API (mu held): an eviction is refused
+// while the pod's service has its budget of pods down (the PDB); an evicted
+// pod is recreated, under a new name, on a booted, schedulable node and is
+// Ready a twentieth of a boot later. It records the most pods of one
+// service ever down at once, counted independently after the move.
+func (s *sim) evict(p *pod) bool {
+	now := time.Now()
+	down := 0
+	for _, q := range s.bySvc[p.svc] {
+		if now.Before(q.ready) {
+			down++
+		}
+	}
+	if down+1 > max(1, s.replicas/10) {
+		s.refused.Add(1)
+		return false // 429: the PDB refuses
+	}
+	target := s.schedulable(p)
+	if target == "" {
+		return false
+	}
+	delete(s.byName, p.name)
+	s.gen++
+	p.name = fmt.Sprintf("svc%d-%d", p.svc, s.gen)
+	s.byName[p.name] = p
+	p.node, p.ready = target, now.Add(s.boot/20)
+	nowDown := 0
+	for _, q := range s.bySvc[p.svc] {
+		if now.Before(q.ready) {
+			nowDown++
+		}
+	}
+	if d := int64(nowDown); d > s.maxDown.Load() {
+		s.maxDown.Store(d)
+	}
+	return true
 }
 
 // schedulable picks a booted, uncordoned, untainted node (mu held).
