@@ -16,8 +16,8 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build the trellis binaries into ./bin
-	$(GO) build -o $(BIN)/ ./cmd/...
+build: ## Build the trellis binaries (static, for the local images) into ./bin
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
 tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION) and the kops CLI into $(TRELLIS_CACHE) (once)

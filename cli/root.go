@@ -16,6 +16,7 @@ import (
 	etcdcmd "github.com/trellis-dev/trellis/cli/etcd"
 	"github.com/trellis-dev/trellis/cli/internal/logs"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	localcmd "github.com/trellis-dev/trellis/cli/local"
 	quotacmd "github.com/trellis-dev/trellis/cli/quota"
 	zkcmd "github.com/trellis-dev/trellis/cli/zk"
 )
@@ -46,7 +47,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s))
 	return cmd
 }
 

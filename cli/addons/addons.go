@@ -56,7 +56,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Short: "Apply the cluster's addons in dependency order (unchanged addons are skipped)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runApply(cmd.Context(), s, file, kubeconfig, wait, state, force)
+			return Apply(cmd.Context(), s, file, kubeconfig, wait, state, force)
 		},
 	}
 	diff := &cobra.Command{
@@ -107,7 +107,10 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	return cmd
 }
 
-func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state string, force bool) error {
+// Apply applies the addon bundle of the definition in file to the cluster
+// of kubeconfig, each addon waiting up to wait for its workloads; state is
+// the kops state store holding the identity root CA (AWS clusters).
+func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state string, force bool) error {
 	l, err := definition.Load(file)
 	if err != nil {
 		return err

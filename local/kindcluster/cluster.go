@@ -1,0 +1,142 @@
+package kindcluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	kindlog "sigs.k8s.io/kind/pkg/log"
+)
+
+// Cluster is a kind cluster driven through kind's library.
+type Cluster struct {
+	Name string
+	// Kubeconfig is where the cluster's kubeconfig is written.
+	Kubeconfig string
+	Log        *slog.Logger
+	provider   *cluster.Provider
+}
+
+// New returns the kind cluster called name (it need not exist).
+func New(name, kubeconfig string, log *slog.Logger) *Cluster {
+	return &Cluster{
+		Name: name, Kubeconfig: kubeconfig, Log: log,
+		provider: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(kindLogger{log})),
+	}
+}
+
+// Exists reports whether kind has the cluster.
+func (c *Cluster) Exists() (bool, error) {
+	list, err := c.provider.List()
+	if err != nil {
+		return false, fmt.Errorf("list kind clusters: %w", err)
+	}
+	return slices.Contains(list, c.Name), nil
+}
+
+// Create creates the cluster from cfg on the node image; it does not wait
+// for nodes to be Ready (they are not until the CNI, netd, is installed).
+func (c *Cluster) Create(cfg *v1alpha4.Cluster, image string) error {
+	if err := os.MkdirAll(filepath.Dir(c.Kubeconfig), 0o700); err != nil {
+		return err
+	}
+	err := c.provider.Create(c.Name,
+		cluster.CreateWithV1Alpha4Config(cfg),
+		cluster.CreateWithNodeImage(image),
+		cluster.CreateWithKubeconfigPath(c.Kubeconfig),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	)
+	if err != nil {
+		return fmt.Errorf("create kind cluster %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Delete deletes the cluster and its kubeconfig entry.
+func (c *Cluster) Delete() error {
+	if err := c.provider.Delete(c.Name, c.Kubeconfig); err != nil {
+		return fmt.Errorf("delete kind cluster %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Nodes lists the cluster's node containers.
+func (c *Cluster) Nodes() ([]nodes.Node, error) {
+	return c.provider.ListNodes(c.Name)
+}
+
+// Load loads Docker images into every node's containerd (what `kind load
+// docker-image` does): one `docker save` archive, imported node by node.
+func (c *Cluster) Load(ctx context.Context, images []string) error {
+	ns, err := c.Nodes()
+	if err != nil {
+		return err
+	}
+	if len(ns) == 0 {
+		return fmt.Errorf("kind cluster %s has no nodes", c.Name)
+	}
+	dir, err := os.MkdirTemp("", "trellis-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	archive := filepath.Join(dir, "images.tar")
+	save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, images...)...)
+	if out, err := save.CombinedOutput(); err != nil {
+		return fmt.Errorf("docker save: %w: %s", err, out)
+	}
+	for _, n := range ns {
+		start := time.Now()
+		f, err := os.Open(archive)
+		if err != nil {
+			return err
+		}
+		err = nodeutils.LoadImageArchive(n, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("load images into %s: %w", n.String(), err)
+		}
+		c.Log.Info("images loaded", "node", n.String(), "images", len(images), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// kindLogger routes kind's logs to slog: its status lines at Info, its
+// verbose lines at Debug.
+type kindLogger struct{ l *slog.Logger }
+
+func (k kindLogger) Warn(message string)                      { k.l.Warn(message) }
+func (k kindLogger) Warnf(format string, args ...any)         { k.l.Warn(fmt.Sprintf(format, args...)) }
+func (k kindLogger) Error(message string)                     { k.l.Error(message) }
+func (k kindLogger) Errorf(format string, args ...any)        { k.l.Error(fmt.Sprintf(format, args...)) }
+func (k kindLogger) V(level kindlog.Level) kindlog.InfoLogger { return kindInfo{l: k.l, level: level} }
+
+type kindInfo struct {
+	l     *slog.Logger
+	level kindlog.Level
+}
+
+func (k kindInfo) Info(message string) {
+	if k.level == 0 {
+		k.l.Info(message)
+	} else {
+		k.l.Debug(message)
+	}
+}
+func (k kindInfo) Infof(format string, args ...any) { k.Info(fmt.Sprintf(format, args...)) }
+func (k kindInfo) Enabled() bool                    { return true }
+
+// WriteKubeconfig (re)writes the cluster's kubeconfig entry.
+func (c *Cluster) WriteKubeconfig() error {
+	return c.provider.ExportKubeConfig(c.Name, c.Kubeconfig, false)
+}

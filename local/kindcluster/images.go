@@ -1,0 +1,129 @@
+package kindcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/trellis-dev/trellis/local/nodeimage"
+)
+
+// binaries maps a runtime image's name (its last path element, without the
+// tag) to the static binary it carries, at /<binary>, as its entrypoint.
+var binaries = map[string]string{
+	"netd":         "trellis-netd",
+	"cert-issuer":  "trellis-cert-issuer",
+	"cert-agent":   "trellis-cert-agent",
+	"zk-registrar": "trellis-zk-registrar",
+	"log-shipper":  "trellis-log-shipper",
+	"controller":   "trellis-controller",
+	"traffic":      "trellis-traffic",
+	"cert-sidecar": "trellis-cert",
+	"config-init":  "trellis-config-init",
+}
+
+// ZooKeeperPackages make the local ZooKeeper image's rootfs (Debian's
+// zookeeper runs without systemd).
+var ZooKeeperPackages = []string{"zookeeper", "default-jre-headless", "libslf4j-java"}
+
+// zooCfg is the local single-server ensemble's configuration.
+const zooCfg = `tickTime=1000
+initLimit=10
+syncLimit=5
+dataDir=/var/lib/zookeeper
+clientPort=2181
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,mntr
+`
+
+// BuildImages builds the runtime images with the local Docker engine:
+// scratch images holding one static Go binary from binDir each, and the
+// ZooKeeper image from a debootstrap rootfs (cached under the node image
+// options' cache). It returns the images built.
+func BuildImages(ctx context.Context, images []string, binDir string, o nodeimage.Options) ([]string, error) {
+	work, err := os.MkdirTemp("", "trellis-images-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	for _, img := range images {
+		base := path.Base(strings.SplitN(img, ":", 2)[0])
+		if base == "zookeeper" {
+			if err := buildZooKeeper(ctx, img, work, o); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		bin, ok := binaries[base]
+		if !ok {
+			return nil, fmt.Errorf("image %s: no Trellis binary makes it", img)
+		}
+		dir := filepath.Join(work, base)
+		if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777); err != nil {
+			return nil, err
+		}
+		if err := link(filepath.Join(binDir, bin), filepath.Join(dir, bin)); err != nil {
+			return nil, fmt.Errorf("image %s: %w (make build)", img, err)
+		}
+		dockerfile := fmt.Sprintf("FROM scratch\nCOPY tmp /tmp\nCOPY %s /%s\nENTRYPOINT [\"/%s\"]\n", bin, bin, bin)
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+			return nil, err
+		}
+		if err := docker(ctx, "build", "-q", "-t", img, dir); err != nil {
+			return nil, err
+		}
+	}
+	return images, nil
+}
+
+func buildZooKeeper(ctx context.Context, img, work string, o nodeimage.Options) error {
+	root, err := nodeimage.Rootfs(ctx, o, ZooKeeperPackages)
+	if err != nil {
+		return err
+	}
+	base := "trellis.local/zookeeper-rootfs:" + filepath.Base(root)
+	if exec.CommandContext(ctx, "docker", "image", "inspect", base).Run() != nil {
+		if err := nodeimage.ImportDir(ctx, root, base); err != nil {
+			return err
+		}
+	}
+	dir := filepath.Join(work, "zookeeper")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(zooCfg), 0o644); err != nil {
+		return err
+	}
+	dockerfile := fmt.Sprintf(`FROM %s
+COPY zoo.cfg /etc/zookeeper/trellis/zoo.cfg
+ENTRYPOINT ["java", "-Xmx256m", "-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/etc/zookeeper/trellis/zoo.cfg"]
+`, base)
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		return err
+	}
+	return docker(ctx, "build", "-q", "-t", img, dir)
+}
+
+// link hard-links (or copies) a file into a build context.
+func link(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+func docker(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
