@@ -28,6 +28,9 @@ const (
 	CoreDNSVersion    = "v1.14.2"
 )
 
+// SampleImage is the image of config/samples' workload (cmd/trellis-hello).
+const SampleImage = "trellis/hello:0.1.0"
+
 // imageFlags are the inputs of the node image.
 type imageFlags struct {
 	cache, kubeBin, coredns, pause string
@@ -87,6 +90,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	upCmd.Flags().StringVar(&up.kubeconfig, "kubeconfig", defaultKubeconfig(), "where to write the cluster's kubeconfig")
 	upCmd.Flags().StringVar(&up.bin, "bin", "", "directory of the static Trellis binaries (default: beside this trellis)")
 	upCmd.Flags().BoolVar(&up.recreate, "recreate", false, "delete an existing cluster of that name first")
+	upCmd.Flags().BoolVar(&up.retain, "retain", false, "keep the nodes of a failed create, to debug it")
 	upCmd.Flags().DurationVar(&up.wait, "wait", 5*time.Minute, "how long each addon may take to become ready")
 
 	var file, kubeconfig string
@@ -114,7 +118,8 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return kindcluster.New(l.ClusterDefinition.Name, kubeconfig, logger(s)).Load(cmd.Context(), args)
+			_, err = kindcluster.New(l.ClusterDefinition.Name, kubeconfig, logger(s)).Load(cmd.Context(), args)
+			return err
 		},
 	}
 	load.Flags().StringVarP(&file, "file", "f", "clusters/local.yaml", "local cluster definition")
@@ -134,7 +139,7 @@ func defaultKubeconfig() string {
 type upOptions struct {
 	image                 imageFlags
 	file, kubeconfig, bin string
-	recreate              bool
+	recreate, retain      bool
 	wait                  time.Duration
 }
 
@@ -165,6 +170,7 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 		return err
 	}
 	c := kindcluster.New(def.Name, o.kubeconfig, log)
+	c.Retain = o.retain
 	exists, err := c.Exists()
 	if err != nil {
 		return err
@@ -195,13 +201,21 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 		}
 		bin = filepath.Dir(self)
 	}
-	images, err := kindcluster.BuildImages(ctx, kindcluster.RuntimeImages(rendered), bin, iopts)
+	images, err := kindcluster.BuildImages(ctx, append(kindcluster.RuntimeImages(rendered), SampleImage), bin, iopts)
 	if err != nil {
 		return err
 	}
 	log.Info("loading the Trellis images into the nodes", "images", len(images))
-	if err := c.Load(ctx, images); err != nil {
+	changed, err := c.Load(ctx, images)
+	if err != nil {
 		return err
+	}
+	if len(changed) > 0 {
+		// Pods on a changed image restart onto it (their controllers make
+		// new ones); before the apply, so it waits for the new ones.
+		if err := restartPods(ctx, o.kubeconfig, changed, log); err != nil {
+			return err
+		}
 	}
 	log.Info("applying the addon bundle", "addons", len(rendered))
 	if err := addonscmd.Apply(ctx, s, o.file, o.kubeconfig, o.wait.String(), "", false); err != nil {

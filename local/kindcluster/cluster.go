@@ -1,19 +1,23 @@
 package kindcluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 )
 
@@ -23,7 +27,9 @@ type Cluster struct {
 	// Kubeconfig is where the cluster's kubeconfig is written.
 	Kubeconfig string
 	Log        *slog.Logger
-	provider   *cluster.Provider
+	// Retain keeps the nodes of a failed create, to debug it.
+	Retain   bool
+	provider *cluster.Provider
 }
 
 // New returns the kind cluster called name (it need not exist).
@@ -55,8 +61,16 @@ func (c *Cluster) Create(cfg *v1alpha4.Cluster, image string) error {
 		cluster.CreateWithKubeconfigPath(c.Kubeconfig),
 		cluster.CreateWithDisplayUsage(false),
 		cluster.CreateWithDisplaySalutation(false),
+		cluster.CreateWithRetain(c.Retain),
 	)
 	if err != nil {
+		if rerr := kindexec.RunErrorForError(err); rerr != nil {
+			out := string(rerr.Output)
+			if len(out) > 4000 {
+				out = "…" + out[len(out)-4000:]
+			}
+			return fmt.Errorf("create kind cluster %s: %w\n%s", c.Name, err, out)
+		}
 		return fmt.Errorf("create kind cluster %s: %w", c.Name, err)
 	}
 	return nil
@@ -75,40 +89,87 @@ func (c *Cluster) Nodes() ([]nodes.Node, error) {
 	return c.provider.ListNodes(c.Name)
 }
 
+// loadedFile records, in each node, the Docker image IDs loaded into it.
+const loadedFile = "/kind/trellis-images.json"
+
 // Load loads Docker images into every node's containerd (what `kind load
-// docker-image` does): one `docker save` archive, imported node by node.
-func (c *Cluster) Load(ctx context.Context, images []string) error {
+// docker-image` does), skipping a node that already has an image at the same
+// Docker image ID. It returns the images that changed in some node (their
+// running pods still run the old content).
+func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 	ns, err := c.Nodes()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(ns) == 0 {
-		return fmt.Errorf("kind cluster %s has no nodes", c.Name)
+		return nil, fmt.Errorf("kind cluster %s has no nodes", c.Name)
+	}
+	ids := map[string]string{}
+	for _, img := range images {
+		out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", img).Output()
+		if err != nil {
+			return nil, fmt.Errorf("docker image inspect %s: %w", img, err)
+		}
+		ids[img] = strings.TrimSpace(string(out))
 	}
 	dir, err := os.MkdirTemp("", "trellis-load-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "images.tar")
-	save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, images...)...)
-	if out, err := save.CombinedOutput(); err != nil {
-		return fmt.Errorf("docker save: %w: %s", err, out)
-	}
+	changed := map[string]bool{}
 	for _, n := range ns {
+		var have map[string]string
+		var buf bytes.Buffer
+		if err := n.Command("cat", loadedFile).SetStdout(&buf).Run(); err == nil {
+			_ = json.Unmarshal(buf.Bytes(), &have)
+		}
+		var need []string
+		for _, img := range images {
+			if have[img] != ids[img] {
+				need = append(need, img)
+			}
+		}
+		if len(need) == 0 {
+			c.Log.Info("images up to date", "node", n.String(), "images", len(images))
+			continue
+		}
 		start := time.Now()
+		archive := filepath.Join(dir, n.String()+".tar")
+		save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, need...)...)
+		if out, err := save.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("docker save: %w: %s", err, out)
+		}
 		f, err := os.Open(archive)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = nodeutils.LoadImageArchive(n, f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("load images into %s: %w", n.String(), err)
+			return nil, fmt.Errorf("load images into %s: %w", n.String(), err)
 		}
-		c.Log.Info("images loaded", "node", n.String(), "images", len(images), "took", time.Since(start).Round(time.Millisecond))
+		if have == nil {
+			have = map[string]string{}
+		}
+		for _, img := range need {
+			if have[img] != "" {
+				changed[img] = true
+			}
+			have[img] = ids[img]
+		}
+		data, _ := json.Marshal(have)
+		if err := n.Command("sh", "-c", "cat > "+loadedFile).SetStdin(bytes.NewReader(data)).Run(); err != nil {
+			return nil, fmt.Errorf("record loaded images in %s: %w", n.String(), err)
+		}
+		c.Log.Info("images loaded", "node", n.String(), "images", len(need), "took", time.Since(start).Round(time.Millisecond))
 	}
-	return nil
+	out := make([]string, 0, len(changed))
+	for img := range changed {
+		out = append(out, img)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // kindLogger routes kind's logs to slog: its status lines at Info, its

@@ -74,7 +74,7 @@ dns:
 		c.ContainerdConfigPatches = append(c.ContainerdConfigPatches, "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")
 	}
 	for i, ig := range def.InstanceGroups {
-		n := v1alpha4.Node{Role: v1alpha4.WorkerRole, Labels: map[string]string{"kops.k8s.io/instancegroup": ig.Name}}
+		n := v1alpha4.Node{Role: v1alpha4.WorkerRole, Labels: map[string]string{"trellis.dev/instance-group": ig.Name}}
 		for k, v := range ig.Labels {
 			n.Labels[k] = v
 		}

@@ -24,7 +24,12 @@ var binaries = map[string]string{
 	"traffic":      "trellis-traffic",
 	"cert-sidecar": "trellis-cert",
 	"config-init":  "trellis-config-init",
+	"hello":        "trellis-hello",
 }
+
+// needsTools are the images whose binary runs host tools (netd runs
+// iptables-restore): they are built on the node's rootfs, not scratch.
+var needsTools = map[string]bool{"netd": true}
 
 // ZooKeeperPackages make the local ZooKeeper image's rootfs (Debian's
 // zookeeper runs without systemd).
@@ -34,7 +39,7 @@ var ZooKeeperPackages = []string{"zookeeper", "default-jre-headless", "libslf4j-
 const zooCfg = `tickTime=1000
 initLimit=10
 syncLimit=5
-dataDir=/var/lib/zookeeper
+dataDir=/data
 clientPort=2181
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,mntr
@@ -69,7 +74,13 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 		if err := link(filepath.Join(binDir, bin), filepath.Join(dir, bin)); err != nil {
 			return nil, fmt.Errorf("image %s: %w (make build)", img, err)
 		}
-		dockerfile := fmt.Sprintf("FROM scratch\nCOPY tmp /tmp\nCOPY %s /%s\nENTRYPOINT [\"/%s\"]\n", bin, bin, bin)
+		from := "scratch"
+		if needsTools[base] {
+			if from, err = nodeimage.ToolsImage(ctx, o); err != nil {
+				return nil, err
+			}
+		}
+		dockerfile := fmt.Sprintf("FROM %s\nCOPY tmp /tmp\nCOPY %s /%s\nENTRYPOINT [\"/%s\"]\n", from, bin, bin, bin)
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 			return nil, err
 		}
@@ -98,8 +109,14 @@ func buildZooKeeper(ctx context.Context, img, work string, o nodeimage.Options) 
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(zooCfg), 0o644); err != nil {
 		return err
 	}
+	// Debian's /var/lib/zookeeper/myid holds placeholder text: a fresh
+	// data directory instead.
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return err
+	}
 	dockerfile := fmt.Sprintf(`FROM %s
 COPY zoo.cfg /etc/zookeeper/trellis/zoo.cfg
+COPY data /data
 ENTRYPOINT ["java", "-Xmx256m", "-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/etc/zookeeper/trellis/zoo.cfg"]
 `, base)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {

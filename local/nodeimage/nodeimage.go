@@ -202,11 +202,28 @@ func (b *builder) build(ctx context.Context) error {
 		return err
 	}
 	defer exec.Command("docker", "rmi", base).Run() //nolint:errcheck // a leftover base image only costs space
-	archive, err := b.images(ctx, base)
+	archive, err := b.images(ctx)
 	if err != nil {
 		return err
 	}
 	return b.commit(ctx, base, archive)
+}
+
+// ToolsImage is the node's Debian rootfs as a Docker image, for images whose
+// binary runs host tools (iptables-restore): kube-proxy, trellis-netd. The
+// same iptables as the node's, so both program the same backend.
+func ToolsImage(ctx context.Context, o Options) (string, error) {
+	o.defaults()
+	root, err := Rootfs(ctx, o, Packages)
+	if err != nil {
+		return "", err
+	}
+	name := "trellis.local/node-tools:" + filepath.Base(root)
+	if Exists(ctx, name) {
+		return name, nil
+	}
+	o.Log.Info("importing the node rootfs as the tools image", "image", name)
+	return name, ImportDir(ctx, root, name)
 }
 
 // Rootfs makes, once per package set, a debootstrap rootfs (minbase plus
@@ -375,9 +392,13 @@ func criBaseSpec(ctx context.Context, root string) error {
 // images builds kubeadm's images with the local Docker engine and saves
 // them into one archive. The control-plane components, etcd, coredns and
 // pause are static binaries in scratch images; kube-proxy programs iptables,
-// so its image is the node rootfs (base) plus the binary.
-func (b *builder) images(ctx context.Context, base string) (string, error) {
+// so its image is the tools image plus the binary.
+func (b *builder) images(ctx context.Context) (string, error) {
 	o := b.o
+	tools, err := ToolsImage(ctx, o)
+	if err != nil {
+		return "", err
+	}
 	im := ImagesFor(o)
 	type img struct {
 		name, from, bin, entry string
@@ -386,7 +407,7 @@ func (b *builder) images(ctx context.Context, base string) (string, error) {
 		{im.APIServer, "scratch", filepath.Join(o.KubeBin, "kube-apiserver"), "/usr/local/bin/kube-apiserver"},
 		{im.ControllerManager, "scratch", filepath.Join(o.KubeBin, "kube-controller-manager"), "/usr/local/bin/kube-controller-manager"},
 		{im.Scheduler, "scratch", filepath.Join(o.KubeBin, "kube-scheduler"), "/usr/local/bin/kube-scheduler"},
-		{im.Proxy, base, filepath.Join(o.KubeBin, "kube-proxy"), "/usr/local/bin/kube-proxy"},
+		{im.Proxy, tools, filepath.Join(o.KubeBin, "kube-proxy"), "/usr/local/bin/kube-proxy"},
 		{im.Etcd, "scratch", filepath.Join(o.KubeBin, "etcd"), "/usr/local/bin/etcd"},
 		{im.CoreDNS, "scratch", o.CoreDNS, "/coredns"},
 		{im.Pause, "scratch", o.Pause, "/pause"},

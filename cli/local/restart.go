@@ -1,0 +1,39 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trellis-dev/trellis/cli/internal/kube"
+)
+
+// restartPods deletes the pods that run any of images, so that their
+// controllers replace them with pods on the image's new content.
+func restartPods(ctx context.Context, kubeconfig string, images []string, log *slog.Logger) error {
+	cs, err := kube.Client(kubeconfig, "trellis-local")
+	if err != nil {
+		return err
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		uses := false
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			uses = uses || slices.Contains(images, c.Image)
+		}
+		if !uses {
+			continue
+		}
+		log.Info("restarting a pod onto its changed image", "pod", p.Namespace+"/"+p.Name)
+		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
