@@ -2,13 +2,9 @@ package render
 
 import (
 	"os"
-	"strconv"
-	"strings"
-)
 
-// capSysResource is CAP_SYS_RESOURCE's bit: without it a process (and the
-// containers it starts) cannot lower OOM score adjustments below zero.
-const capSysResource = 24
+	"github.com/trellis-dev/trellis/local/runcshim"
+)
 
 // DetectHostQuirks reads, without changing anything, what this machine
 // needs local cluster nodes to be configured around.
@@ -17,13 +13,8 @@ func DetectHostQuirks() HostQuirks {
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
 		q.CgroupV1 = true
 	}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
-				caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				q.NoNegativeOOMScoreAdj = err == nil && caps&(1<<capSysResource) == 0
-			}
-		}
-	}
+	// Without CAP_SYS_RESOURCE no process (nor the containers it starts)
+	// may lower an OOM score adjustment below zero.
+	q.NoNegativeOOMScoreAdj, _ = runcshim.Needed()
 	return q
 }

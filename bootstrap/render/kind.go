@@ -27,17 +27,27 @@ type HostQuirks struct {
 const DefaultNodeImage = "trellis/kind-node:v1.36.3"
 
 // LabelInstanceGroup is the node label naming the instance group a node
-// belongs to (kops sets it on AWS; local nodes carry it too).
+// belongs to: kops sets it on AWS (kops-controller), `trellis local up` on
+// the kind nodes once they have joined, from LabelKindInstanceGroup (a
+// kubelet may not label its own node in the k8s.io namespace).
 const LabelInstanceGroup = "kops.k8s.io/instancegroup"
 
-// ToKind renders a kind definition as a kind cluster configuration: one
-// control-plane node, and for each instance group minSize worker nodes (at
-// least one) carrying the group's labels and taints; the default CNI off
+// LabelKindInstanceGroup is the instance-group label kind nodes register
+// with.
+const LabelKindInstanceGroup = "trellis.dev/instance-group"
+
+// ToKind renders a kind definition as a kind cluster configuration: minSize
+// nodes (at least one) per instance group carrying the group's labels and
+// taints, the first of them the control plane (which then carries only the
+// group's taints, not the control-plane one); the default CNI off
 // (trellis-netd is the CNI); the definition's control-plane tuning applied
 // through kubeadm, as kops applies it on AWS.
 func ToKind(d *definition.ClusterDefinition, image string, q HostQuirks) (*kindv1alpha4.Cluster, error) {
 	if d.Cloud != definition.CloudKind {
 		return nil, fmt.Errorf("cluster %q runs on %q: only kind clusters render to a kind configuration", d.Name, d.Cloud)
+	}
+	if len(d.InstanceGroups) == 0 {
+		return nil, fmt.Errorf("cluster %q: a kind cluster needs at least one instance group", d.Name)
 	}
 	c := &kindv1alpha4.Cluster{
 		TypeMeta: kindv1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
@@ -50,28 +60,27 @@ func ToKind(d *definition.ClusterDefinition, image string, q HostQuirks) (*kindv
 	}
 	c.KubeadmConfigPatches = append(c.KubeadmConfigPatches, clusterConfigurationPatch(d), kubeletConfigurationPatch(q))
 	if q.NoNegativeOOMScoreAdj {
+		// The node image's containerd (Debian's 1.6) reads config version 2.
 		c.ContainerdConfigPatches = append(c.ContainerdConfigPatches,
-			"[plugins.\"io.containerd.cri.v1.runtime\"]\n  restrict_oom_score_adj = true\n")
+			"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")
 	}
-	c.Nodes = append(c.Nodes, kindv1alpha4.Node{
-		Role:   kindv1alpha4.ControlPlaneRole,
-		Image:  image,
-		Labels: map[string]string{LabelInstanceGroup: "control-plane"},
-	})
-	for _, ig := range d.InstanceGroups {
+	for i, ig := range d.InstanceGroups {
 		n := 1
 		if ig.MinSize != nil && *ig.MinSize > 1 {
 			n = int(*ig.MinSize)
 		}
-		labels := map[string]string{LabelInstanceGroup: ig.Name}
+		labels := map[string]string{LabelKindInstanceGroup: ig.Name}
 		for k, v := range ig.Labels {
 			labels[k] = v
 		}
-		node := kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole, Image: image, Labels: labels}
-		if len(ig.Taints) > 0 {
-			node.KubeadmConfigPatches = []string{joinTaintsPatch(ig.Taints)}
-		}
-		for range n {
+		for j := range n {
+			node := kindv1alpha4.Node{Role: kindv1alpha4.WorkerRole, Image: image, Labels: labels}
+			if i == 0 && j == 0 {
+				node.Role = kindv1alpha4.ControlPlaneRole
+				node.KubeadmConfigPatches = []string{taintsPatch("InitConfiguration", ig.Taints)}
+			} else if len(ig.Taints) > 0 {
+				node.KubeadmConfigPatches = []string{taintsPatch("JoinConfiguration", ig.Taints)}
+			}
 			c.Nodes = append(c.Nodes, node)
 		}
 	}
@@ -128,9 +137,16 @@ func kubeletConfigurationPatch(q HostQuirks) string {
 	return s
 }
 
-func joinTaintsPatch(taints []string) string {
+// taintsPatch sets a node's taints through kubeadm; an empty list drops
+// the control-plane taint kubeadm would otherwise add.
+func taintsPatch(kind string, taints []string) string {
 	var b strings.Builder
-	b.WriteString("kind: JoinConfiguration\nnodeRegistration:\n  taints:\n")
+	fmt.Fprintf(&b, "kind: %s\nnodeRegistration:\n  taints:", kind)
+	if len(taints) == 0 {
+		b.WriteString(" []\n")
+		return b.String()
+	}
+	b.WriteString("\n")
 	for _, t := range taints {
 		key, effect, _ := strings.Cut(t, ":")
 		key, value, _ := strings.Cut(key, "=")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
 	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/local/kindcluster"
@@ -155,17 +156,14 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	if err != nil {
 		return err
 	}
-	host, err := kindcluster.DetectHost()
-	if err != nil {
-		return err
-	}
-	log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScore", host.NoNegativeOOMScore)
+	host := render.DetectHostQuirks()
+	log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScoreAdj", host.NoNegativeOOMScoreAdj)
 	iopts := o.image.options(log)
 	image, err := nodeimage.Build(ctx, iopts)
 	if err != nil {
 		return err
 	}
-	cfg, err := kindcluster.Config(def, host, nodeimage.ImagesFor(iopts), nodeimage.EtcdTag(EtcdVersion), CoreDNSVersion)
+	cfg, err := kindcluster.Config(def, image, host, iopts)
 	if err != nil {
 		return err
 	}
@@ -192,6 +190,9 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 		if err := c.Create(cfg, image); err != nil {
 			return err
 		}
+	}
+	if err := labelInstanceGroups(ctx, o.kubeconfig); err != nil {
+		return err
 	}
 	bin := o.bin
 	if bin == "" {

@@ -7,6 +7,9 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trellis-dev/trellis/bootstrap/render"
 
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 )
@@ -33,6 +36,31 @@ func restartPods(ctx context.Context, kubeconfig string, images []string, log *s
 		log.Info("restarting a pod onto its changed image", "pod", p.Namespace+"/"+p.Name)
 		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// labelInstanceGroups gives every node the instance-group label kops's
+// nodes carry (render.LabelInstanceGroup), from the one it registered with,
+// as kops-controller does on AWS: validation reads the same label here.
+func labelInstanceGroups(ctx context.Context, kubeconfig string) error {
+	cs, err := kube.Client(kubeconfig, "trellis-local")
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		ig := n.Labels[render.LabelKindInstanceGroup]
+		if ig == "" || n.Labels[render.LabelInstanceGroup] == ig {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, render.LabelInstanceGroup, ig)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", n.Name, err)
 		}
 	}
 	return nil

@@ -42,7 +42,7 @@ func main() {
 }
 
 func serve(port, mtlsPort int) error {
-	pod := os.Getenv("POD_NAME")
+	pod := os.Getenv("TRELLIS_POD_NAME")
 	greeting, err := os.ReadFile(filepath.Join(configDir, "greeting.txt"))
 	if err != nil {
 		greeting = []byte("hello\n")

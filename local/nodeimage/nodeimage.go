@@ -108,7 +108,7 @@ func (o *Options) defaults() {
 func Name(o Options) (string, error) {
 	o.defaults()
 	h := sha256.New()
-	fmt.Fprintf(h, "v2\n%s\n%s\n%s\n%s\n%s\n", o.KubernetesVersion, o.EtcdVersion, o.CoreDNSVersion, o.Suite, strings.Join(Packages, ","))
+	fmt.Fprintf(h, "v3\n%s\n%s\n%s\n%s\n%s\n", o.KubernetesVersion, o.EtcdVersion, o.CoreDNSVersion, o.Suite, strings.Join(Packages, ","))
 	for _, f := range append(binaries(o), o.CoreDNS, o.Pause) {
 		if err := hashFile(h, f); err != nil {
 			return "", err
@@ -168,7 +168,22 @@ func Build(ctx context.Context, o Options) (string, error) {
 	if err := b.build(ctx); err != nil {
 		return "", fmt.Errorf("build node image %s: %w", name, err)
 	}
+	prune(ctx, name)
 	return name, nil
+}
+
+// prune removes the node images other builds left (1.6 GB each); Docker
+// keeps any that a container still uses.
+func prune(ctx context.Context, keep string) {
+	var out bytes.Buffer
+	if run(ctx, &out, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "trellis.local/kind-node") != nil {
+		return
+	}
+	for _, img := range strings.Fields(out.String()) {
+		if img != keep {
+			_ = exec.CommandContext(ctx, "docker", "rmi", img).Run()
+		}
+	}
 }
 
 type builder struct {

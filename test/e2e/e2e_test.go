@@ -1,0 +1,376 @@
+//go:build e2e
+
+// Package e2e runs end-to-end tests on the local kind cluster that `trellis
+// local up -f clusters/local.yaml` builds (two nodes, every addon): a real
+// workload gets networking, a certificate, a ZooKeeper registration and
+// shipped logs. Run with `make e2e` (needs root, Docker, `make tools`).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+)
+
+const (
+	definition = "clusters/local.yaml"
+	cluster    = "trellis-local"
+	trust      = "trellis.example" // clusters/base/platform.yaml
+)
+
+var (
+	root       string
+	kubeconfig string
+	cfg        *rest.Config
+	cs         *kubernetes.Clientset
+	cl         client.Client
+)
+
+// TestMain brings the local cluster up with the real CLI (it reuses a
+// running one) and connects to it.
+func TestMain(m *testing.M) {
+	wd, _ := os.Getwd()
+	root = filepath.Join(wd, "..", "..")
+	kubeconfig = os.Getenv("E2E_KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(os.TempDir(), "trellis-e2e.kubeconfig")
+	}
+	start := time.Now()
+	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
+	up.Dir, up.Stdout, up.Stderr = root, os.Stdout, os.Stderr
+	if err := up.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: trellis local up: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("e2e: trellis local up took %s\n", time.Since(start).Round(time.Second))
+	var err error
+	if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	cs = kubernetes.NewForConfigOrDie(cfg)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	if err := v1alpha1.AddToScheme(c.Scheme()); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	cl = c
+	os.Exit(m.Run())
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := f()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: not within %s: %s", what, timeout, last)
+}
+
+func TestAddonsReady(t *testing.T) {
+	ctx := context.Background()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("nodes = %d, want 2 (one per instance group of %s)", len(nodes.Items), definition)
+	}
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) {
+			t.Errorf("node %s is not Ready", n.Name)
+		}
+	}
+	eventually(t, "every addon ready", 3*time.Minute, func() (bool, string) {
+		var notReady []string
+		ds, err := cs.AppsV1().DaemonSets("trellis-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range ds.Items {
+			if d.Status.DesiredNumberScheduled == 0 || d.Status.NumberReady != d.Status.DesiredNumberScheduled || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+				notReady = append(notReady, fmt.Sprintf("daemonset %s %d/%d", d.Name, d.Status.NumberReady, d.Status.DesiredNumberScheduled))
+			}
+		}
+		deps, err := cs.AppsV1().Deployments("trellis-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range deps.Items {
+			if d.Status.AvailableReplicas != *d.Spec.Replicas {
+				notReady = append(notReady, fmt.Sprintf("deployment %s %d/%d", d.Name, d.Status.AvailableReplicas, *d.Spec.Replicas))
+			}
+		}
+		sts, err := cs.AppsV1().StatefulSets("trellis-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range sts.Items {
+			if s.Status.ReadyReplicas != *s.Spec.Replicas {
+				notReady = append(notReady, fmt.Sprintf("statefulset %s %d/%d", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas))
+			}
+		}
+		want := map[string]int{"daemonset": 4, "deployment": 2, "statefulset": 1} // netd, cert-agent, zk-registrar, log-shipper; issuer, controller; zookeeper
+		got := map[string]int{"daemonset": len(ds.Items), "deployment": len(deps.Items), "statefulset": len(sts.Items)}
+		for k, n := range want {
+			if got[k] != n {
+				notReady = append(notReady, fmt.Sprintf("%d %ss, want %d", got[k], k, n))
+			}
+		}
+		return len(notReady) == 0, strings.Join(notReady, ", ")
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// trellisService is a hello service pinned to one instance group's node.
+func trellisService(ns, name, pool string, tolerate bool) *v1alpha1.TrellisService {
+	ts := &v1alpha1.TrellisService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.TrellisServiceSpec{
+			Replicas: new(int32(1)),
+			Ports:    []v1alpha1.Port{{Name: "http", Port: 8080}},
+			Template: v1alpha1.PodTemplate{
+				NodeSelector: map[string]string{"trellis.dev/pool": pool},
+				Containers:   []corev1.Container{{Name: "hello", Image: "trellis/hello:0.1.0", Args: []string{"--port=8080"}}},
+			},
+		},
+	}
+	if tolerate {
+		ts.Spec.Template.Tolerations = []corev1.Toleration{{Key: "trellis.dev/pool", Operator: corev1.TolerationOpEqual, Value: pool, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return ts
+}
+
+func TestWorkloadRuntime(t *testing.T) {
+	ctx := context.Background()
+	ns := fmt.Sprintf("e2e-%d", time.Now().Unix())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+
+	// Service a on the general node (the control plane), b on highmem.
+	for _, ts := range []*v1alpha1.TrellisService{trellisService(ns, "svc-a", "general", false), trellisService(ns, "svc-b", "highmem", true)} {
+		if err := cl.Create(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := runningPod(t, ns, "svc-a")
+	b := runningPod(t, ns, "svc-b")
+	if a.Spec.NodeName == b.Spec.NodeName {
+		t.Fatalf("both pods on %s: want one per node", a.Spec.NodeName)
+	}
+	t.Logf("pod a %s on %s (%s), pod b %s on %s (%s)", a.Name, a.Spec.NodeName, a.Status.PodIP, b.Name, b.Spec.NodeName, b.Status.PodIP)
+
+	t.Run("injected runtime and resources", func(t *testing.T) {
+		var names []string
+		for _, c := range append(slices.Clone(a.Spec.InitContainers), a.Spec.Containers...) {
+			names = append(names, c.Name)
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("container %s has no requests/limits: %v", c.Name, c.Resources)
+			}
+		}
+		for _, want := range []string{inject.ConfigInitName, inject.CertName, inject.TrafficName, "hello"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("pod containers %v: %s missing", names, want)
+			}
+		}
+	})
+
+	t.Run("pod to pod across nodes", func(t *testing.T) {
+		out := execIn(t, a, "hello", "/trellis-hello", "get", fmt.Sprintf("http://%s:8080/", b.Status.PodIP))
+		if want := "from " + b.Name; !strings.Contains(out, want) {
+			t.Errorf("a -> b over HTTP: %q, want %q", out, want)
+		}
+	})
+
+	t.Run("mTLS across nodes with pod identities", func(t *testing.T) {
+		id := fmt.Sprintf("spiffe://%s/ns/%s/sa/default", trust, ns)
+		out := execIn(t, a, "hello", "/trellis-hello", "mtls", net.JoinHostPort(b.Status.PodIP, "8443"))
+		// b names a's identity (it required a's client certificate), and a
+		// verified b's chain and names b's identity.
+		if !strings.Contains(out, b.Name+" greets "+id) || !strings.Contains(out, "peer: "+id) {
+			t.Errorf("a -> b over mTLS: %q, want both sides to name %s", out, id)
+		}
+	})
+
+	t.Run("logs reach the sink with pod metadata", func(t *testing.T) {
+		eventually(t, "b's request log line in the sink of "+b.Spec.NodeName, time.Minute, func() (bool, string) {
+			out, err := exec.Command("docker", "exec", b.Spec.NodeName, "cat", "/var/log/trellis/shipped.log").Output()
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, line := range bytes.Split(out, []byte("\n")) {
+				var rec struct {
+					Log, Namespace, Pod, Container, Node string
+				}
+				if json.Unmarshal(line, &rec) != nil || rec.Pod != b.Name {
+					continue
+				}
+				if strings.Contains(rec.Log, "hello: GET / from "+a.Status.PodIP) && rec.Namespace == ns && rec.Container == "hello" && rec.Node == b.Spec.NodeName {
+					return true, ""
+				}
+			}
+			return false, "no line of pod " + b.Name
+		})
+	})
+
+	t.Run("ZooKeeper holds Ready pods and drops deleted ones", func(t *testing.T) {
+		conn := zookeeper(t)
+		dir := "/discovery/svc-b/dev"
+		want := net.JoinHostPort(b.Status.PodIP, "8080")
+		eventually(t, "svc-b's pod in "+dir, time.Minute, func() (bool, string) {
+			ms, err := serverset.Read(conn, dir)
+			if err != nil {
+				return false, err.Error()
+			}
+			got := members(ms)
+			return slices.Equal(got, []string{want}), fmt.Sprint(got)
+		})
+		if err := cl.Delete(ctx, &v1alpha1.TrellisService{ObjectMeta: metav1.ObjectMeta{Name: "svc-b", Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "svc-b gone from "+dir, time.Minute, func() (bool, string) {
+			ms, err := serverset.Read(conn, dir)
+			if err != nil && err != zk.ErrNoNode {
+				return false, err.Error()
+			}
+			return len(ms) == 0, fmt.Sprint(members(ms))
+		})
+	})
+}
+
+func members(ms []serverset.Member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, net.JoinHostPort(m.ServiceEndpoint.Host, fmt.Sprint(m.ServiceEndpoint.Port)))
+	}
+	return out
+}
+
+func TestClusterValidate(t *testing.T) {
+	cmd := exec.Command(filepath.Join(root, "bin", "trellis"), "cluster", "validate", "-f", definition, "--kubeconfig", kubeconfig)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("trellis cluster validate: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// runningPod waits for the one pod of a Trellis service to be Ready.
+func runningPod(t *testing.T, ns, svc string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, "a Ready pod of "+svc, 3*time.Minute, func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "trellis.dev/workload=" + svc})
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+					pod = p
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none Ready", len(pods.Items))
+	})
+	return pod
+}
+
+// execIn runs a command in a container (kubectl exec).
+func execIn(t *testing.T, p *corev1.Pod, container string, cmd ...string) string {
+	t.Helper()
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		t.Fatalf("exec %v in %s: %v: %s", cmd, p.Name, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// zookeeper connects to the cluster's ZooKeeper through a port-forward to
+// zookeeper-0 (pod IPs are not routed to the host).
+func zookeeper(t *testing.T) *zk.Conn {
+	t.Helper()
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace("trellis-system").Name("zookeeper-0").SubResource("portforward").URL()
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:2181"}, stop, ready, nil, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = fw.ForwardPorts() }()
+	t.Cleanup(func() { close(stop) })
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("port-forward to zookeeper-0 not ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := zk.Connect([]string{fmt.Sprintf("127.0.0.1:%d", ports[0].Local)}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
