@@ -23,6 +23,7 @@ build: ## Build the trellis binaries (static, for the local images) into ./bin
 tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION) and the kops CLI into $(TRELLIS_CACHE) (once)
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) ./hack/build-k8s.sh
 	./hack/build-kops.sh
+	./hack/build-coredns.sh
 
 .PHONY: test
 test: tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
@@ -37,8 +38,9 @@ test-integration: tools ## Run integration tests only
 	$(GO) test $(GOTEST_FLAGS) -run '^TestIntegration' ./...
 
 .PHONY: e2e
-e2e: ## Run end-to-end tests on a kind cluster (lands with the local-cluster issue)
-	@echo "e2e: no kind-based suite exists yet (test/e2e lands with \`trellis local up\`)." >&2; exit 1
+e2e: tools build ## Run the end-to-end tests on the local kind cluster (brings it up first; needs root and Docker)
+	./hack/local-host.sh
+	$(GO) test -tags e2e -count=1 -v -timeout 30m ./test/e2e/
 
 BENCH_N ?= 1000
 
@@ -79,5 +81,9 @@ verify: $(CONTROLLER_GEN) ## Fail on unformatted code, vet findings, stale gener
 	$(GO) mod tidy -diff
 
 .PHONY: local
-local: tools build ## Bring up a local cluster with the production wiring (see README: what exists today)
+local: tools build ## A two-node kind cluster wired like production (clusters/local.yaml), built offline
 	./hack/local.sh
+
+.PHONY: fake-aws
+fake-aws: tools build ## Create prod-us-east-1 against kops's AWS fake and apply the addons to a loopback control plane
+	./hack/fake-aws.sh

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -112,64 +115,93 @@ func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 		}
 		ids[img] = strings.TrimSpace(string(out))
 	}
+	// What each node lacks; one archive of all of it, imported into the
+	// nodes in parallel (an image a node has already is imported again,
+	// which costs little).
+	have := make([]map[string]string, len(ns))
+	var union []string
+	for i, n := range ns {
+		var buf bytes.Buffer
+		if err := n.Command("cat", loadedFile).SetStdout(&buf).Run(); err == nil {
+			_ = json.Unmarshal(buf.Bytes(), &have[i])
+		}
+		if have[i] == nil {
+			have[i] = map[string]string{}
+		}
+		for _, img := range images {
+			if have[i][img] != ids[img] && !slices.Contains(union, img) {
+				union = append(union, img)
+			}
+		}
+	}
+	if len(union) == 0 {
+		c.Log.Info("images up to date in every node", "images", len(images))
+		return nil, nil
+	}
+	start := time.Now()
 	dir, err := os.MkdirTemp("", "trellis-load-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	archive := filepath.Join(dir, "images.tar")
+	save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, union...)...)
+	if out, err := save.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("docker save: %w: %s", err, out)
+	}
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = loadInto(n, archive, union, ids, have[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	changed := map[string]bool{}
-	for _, n := range ns {
-		var have map[string]string
-		var buf bytes.Buffer
-		if err := n.Command("cat", loadedFile).SetStdout(&buf).Run(); err == nil {
-			_ = json.Unmarshal(buf.Bytes(), &have)
-		}
-		var need []string
-		for _, img := range images {
-			if have[img] != ids[img] {
-				need = append(need, img)
-			}
-		}
-		if len(need) == 0 {
-			c.Log.Info("images up to date", "node", n.String(), "images", len(images))
-			continue
-		}
-		start := time.Now()
-		archive := filepath.Join(dir, n.String()+".tar")
-		save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, need...)...)
-		if out, err := save.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("docker save: %w: %s", err, out)
-		}
-		f, err := os.Open(archive)
-		if err != nil {
-			return nil, err
-		}
-		err = nodeutils.LoadImageArchive(n, f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("load images into %s: %w", n.String(), err)
-		}
-		if have == nil {
-			have = map[string]string{}
-		}
-		for _, img := range need {
-			if have[img] != "" {
+	for i := range ns {
+		for _, img := range union {
+			if old := have[i][img]; old != "" && old != ids[img] {
 				changed[img] = true
 			}
-			have[img] = ids[img]
 		}
-		data, _ := json.Marshal(have)
-		if err := n.Command("sh", "-c", "cat > "+loadedFile).SetStdin(bytes.NewReader(data)).Run(); err != nil {
-			return nil, fmt.Errorf("record loaded images in %s: %w", n.String(), err)
-		}
-		c.Log.Info("images loaded", "node", n.String(), "images", len(need), "took", time.Since(start).Round(time.Millisecond))
 	}
+	c.Log.Info("images loaded", "nodes", len(ns), "images", len(union), "took", time.Since(start).Round(time.Millisecond))
 	out := make([]string, 0, len(changed))
 	for img := range changed {
 		out = append(out, img)
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// loadInto imports the archive into one node and records the image IDs
+// it now holds.
+func loadInto(n nodes.Node, archive string, imgs []string, ids, had map[string]string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := nodeutils.LoadImageArchive(n, f); err != nil {
+		return fmt.Errorf("load images into %s: %w", n.String(), err)
+	}
+	rec := maps.Clone(had)
+	for _, img := range imgs {
+		rec[img] = ids[img]
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := n.Command("sh", "-c", "cat > "+loadedFile).SetStdin(bytes.NewReader(data)).Run(); err != nil {
+		return fmt.Errorf("record loaded images in %s: %w", n.String(), err)
+	}
+	return nil
 }
 
 // kindLogger routes kind's logs to slog: its status lines at Info, its

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Makes the local Docker engine usable for kind: installs Debian's docker.io
-# when Docker is absent, and on hosts whose capability bounding set lacks
-# CAP_SYS_RESOURCE (privileged containers then fail) registers trellis-runc
+# Makes this host able to run local clusters: installs debootstrap (the node
+# image's rootfs) and Debian's docker.io when absent, and on hosts whose
+# capability bounding set lacks CAP_SYS_RESOURCE (privileged containers then fail) registers trellis-runc
 # (cmd/trellis-runc) as dockerd's default runtime. A host that does not need
 # the shim is left untouched. Starts dockerd without systemd when no engine
 # answers. Idempotent.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-if ! command -v dockerd >/dev/null 2>&1; then
-  echo "==> Installing docker.io"
+need=()
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+if (( ${#need[@]} > 0 )); then
+  echo "==> Installing ${need[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # CapBnd bit 24 is CAP_SYS_RESOURCE.
