@@ -10,18 +10,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 )
 
@@ -49,7 +43,7 @@ func run(nNodes, nPods int, window time.Duration) error {
 	defer cp.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	loader := client(cp.Config, "loader", 1000)
+	loader := loadtest.Client(cp.Config, "loader", 1000)
 	for i := range nPods {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Namespace: "default"},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%03d", i%nNodes), Containers: []corev1.Container{{Name: "c", Image: "c"}}}}
@@ -59,80 +53,19 @@ func run(nNodes, nPods int, window time.Duration) error {
 	}
 	fmt.Printf("%d node agents, each reading its node's pods once a second for %s; %d pods\n", nNodes, window, nPods)
 
-	measure := func(name string, agent func(ctx context.Context, node string, c kubernetes.Interface) error) (reads, watches int, err error) {
-		actx, acancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		start := time.Now()
-		for n := range nNodes {
-			c := client(cp.Config, name, 5) // client-go's default QPS
-			wg.Go(func() {
-				if err := agent(actx, fmt.Sprintf("node-%03d", n), c); err != nil && actx.Err() == nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-				}
-			})
-		}
-		time.Sleep(window)
-		acancel()
-		wg.Wait()
-		time.Sleep(2 * time.Second) // the audit log is written asynchronously
-		evs, err := cp.ReadAudit(name, start, time.Now())
-		if err != nil {
-			return 0, 0, err
-		}
-		for _, e := range evs {
-			switch e.Verb {
-			case "get", "list":
-				reads++
-			case "watch":
-				watches++
-			}
-		}
-		return reads, watches, firstErr
+	nodes := make([]string, nNodes)
+	for n := range nNodes {
+		nodes[n] = fmt.Sprintf("node-%03d", n)
 	}
-
-	naiveReads, naiveWatches, err := measure("naive-agent", func(ctx context.Context, node string, c kubernetes.Interface) error {
-		sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-		for ctx.Err() == nil {
-			if _, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel}); err != nil {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-		return nil
-	})
+	naive, err := loadtest.MeasureReads(ctx, cp, "naive-agent", nodes, window, loadtest.NaiveAgent)
 	if err != nil {
 		return err
 	}
-	cachedReads, cachedWatches, err := measure("trellis-agent", func(ctx context.Context, node string, c kubernetes.Interface) error {
-		f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-		}))
-		lister := f.Core().V1().Pods().Lister()
-		f.Start(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), f.Core().V1().Pods().Informer().HasSynced) {
-			return ctx.Err()
-		}
-		for ctx.Err() == nil {
-			if _, err := lister.List(labels.Everything()); err != nil {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-		return nil
-	})
+	cached, err := loadtest.MeasureReads(ctx, cp, "trellis-agent", nodes, window, loadtest.CachedAgent)
 	if err != nil {
 		return err
 	}
+	naiveReads, naiveWatches, cachedReads, cachedWatches := naive.Reads, naive.Watches, cached.Reads, cached.Watches
 	secs := window.Seconds()
 	fmt.Printf("naive (list every read):   %5d reads (%.1f/s), %d watches\n", naiveReads, float64(naiveReads)/secs, naiveWatches)
 	fmt.Printf("trellis (informer cache):  %5d reads (%.1f/s), %d watches\n", cachedReads, float64(cachedReads)/secs, cachedWatches)
@@ -141,10 +74,4 @@ func run(nNodes, nPods int, window time.Duration) error {
 		fmt.Printf("apiserver read QPS reduction: %.1f%%\n", 100*(1-float64(cachedReads)/float64(naiveReads)))
 	}
 	return nil
-}
-
-func client(cfg *rest.Config, ua string, qps float32) kubernetes.Interface {
-	c := rest.CopyConfig(cfg)
-	c.UserAgent, c.QPS, c.Burst = ua, qps, int(2*qps)
-	return kubernetes.NewForConfigOrDie(c)
 }

@@ -10,19 +10,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
-	"github.com/trellis-dev/trellis/governance/quota"
+	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 )
 
@@ -48,83 +38,16 @@ func run(planned, factor, clients int) error {
 		return err
 	}
 	defer cp.Stop()
-	ctx := context.Background()
-	c := cp.Client
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	// The plan quota would make from a peak of `planned` pods (no headroom).
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
-	plan := quota.Plan{Quotas: map[string]map[corev1.ResourceName]resource.Quantity{"team-a": {
-		corev1.ResourcePods:           *resource.NewQuantity(int64(planned), resource.DecimalSI),
-		corev1.ResourceRequestsCPU:    *resource.NewMilliQuantity(int64(planned)*10, resource.DecimalSI),
-		corev1.ResourceRequestsMemory: *resource.NewQuantity(int64(planned)*16<<20, resource.BinarySI),
-	}}}
-	if _, err := quota.Apply(ctx, c, plan); err != nil {
-		return err
-	}
-	for {
-		rq, err := c.CoreV1().ResourceQuotas("team-a").Get(ctx, quota.Name, metav1.GetOptions{})
-		if err == nil && rq.Status.Used != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.UserAgent, cfg.QPS, cfg.Burst = "surge", 1000, 2000
-	sc := kubernetes.NewForConfigOrDie(cfg)
-	total := planned * factor
-	var next, ok, refused, other atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range clients {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(total) {
-					return
-				}
-				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Namespace: "team-a"},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c", Resources: corev1.ResourceRequirements{Requests: res, Limits: res}}}}}
-				_, err := sc.CoreV1().Pods("team-a").Create(ctx, p, metav1.CreateOptions{})
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case strings.Contains(err.Error(), "exceeded quota"):
-					refused.Add(1)
-				default:
-					other.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	time.Sleep(2 * time.Second) // the audit log is written asynchronously
-	evs, err := cp.ReadAudit("", start, time.Now())
+	r, err := loadtest.Surge(context.Background(), cp, "team-a", planned, factor, clients)
 	if err != nil {
 		return err
 	}
-	var lat []time.Duration
-	for _, e := range evs {
-		switch e.Verb {
-		case "create", "update", "patch", "delete":
-			lat = append(lat, e.Completed.Sub(e.Received))
-		}
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) time.Duration {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
-	}
 	fmt.Printf("surge: %d pod creates (%dx the %d planned) from %d clients in %.1fs: %d created, %d refused by the quota, %d other errors\n",
-		total, factor, planned, clients, took.Seconds(), ok.Load(), refused.Load(), other.Load())
+		r.Total, factor, planned, clients, r.Took.Seconds(), r.Created, r.Refused, r.Other)
 	fmt.Printf("mutating calls during the surge (all clients): %d; latency p50 %s, p99 %s, max %s (SLO: p99 < 1s)\n",
-		len(lat), pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond))
-	if ok.Load() > int64(planned) {
-		return fmt.Errorf("the quota let %d pods through, planned %d", ok.Load(), planned)
+		len(r.Mutating), r.Percentile(0.5).Round(time.Millisecond), r.Percentile(0.99).Round(time.Millisecond), r.Percentile(1).Round(time.Millisecond))
+	if r.Created > int64(planned) {
+		return fmt.Errorf("the quota let %d pods through, planned %d", r.Created, planned)
 	}
 	return nil
 }

@@ -49,6 +49,8 @@ type Options struct {
 	// --controllers=*,-node-lifecycle-controller when tests simulate
 	// kubelets that do not heartbeat.
 	ControllerManagerFlags []string
+	// SchedulerFlags are extra kube-scheduler flags.
+	SchedulerFlags []string
 	// AuditLog records every request's metadata (verb, resource, user
 	// agent) in Dir/audit.log, so API cost can be counted per client.
 	AuditLog bool
@@ -147,13 +149,25 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		}
 	}
 	if opts.Scheduler {
-		if cp.sched, err = cp.start("kube-scheduler", filepath.Join(bin, "kube-scheduler"),
-			"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
-			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[4])); err != nil {
+		if cp.sched, err = cp.start("kube-scheduler", filepath.Join(bin, "kube-scheduler"), append([]string{
+			"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[4])}, opts.SchedulerFlags...)...); err != nil {
 			return nil, err
 		}
 	}
 	return cp, nil
+}
+
+// PIDs are the running components' process ids by name (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler).
+func (cp *ControlPlane) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range []*proc{cp.etcd, cp.apiserver, cp.cm, cp.sched} {
+		if p != nil && p.cmd.Process != nil {
+			out[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return out
 }
 
 // StartAPIServer (re)starts kube-apiserver on its port and waits for /readyz.

@@ -1,0 +1,210 @@
+// Package loadtest holds the load the governance benchmarks put on a real
+// control plane (bench/reads, bench/surge, bench/scale): the same node-agent
+// read load served by a naive lister and by informer caches, and a pod
+// creation surge into one namespace against its Trellis quota. The
+// apiserver's side is read from its audit log.
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/trellis-dev/trellis/governance/quota"
+	"github.com/trellis-dev/trellis/internal/controlplane"
+)
+
+// Client is a clientset named ua with client-go's rate limiter at qps.
+func Client(cfg *rest.Config, ua string, qps float32) kubernetes.Interface {
+	c := rest.CopyConfig(cfg)
+	c.UserAgent, c.QPS, c.Burst = ua, qps, int(2*qps)
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+// Reads is what one way of serving the read load cost the apiserver.
+type Reads struct {
+	Reads, Watches int
+}
+
+// An Agent needs "the pods on my node" every second until ctx ends.
+type Agent func(ctx context.Context, node string, c kubernetes.Interface) error
+
+// NaiveAgent lists the node's pods from the apiserver every time.
+func NaiveAgent(ctx context.Context, node string, c kubernetes.Interface) error {
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	for ctx.Err() == nil {
+		if _, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel}); err != nil {
+			return err
+		}
+		sleep(ctx, time.Second)
+	}
+	return nil
+}
+
+// CachedAgent reads a node-scoped informer cache, as every Trellis daemon
+// does.
+func CachedAgent(ctx context.Context, node string, c kubernetes.Interface) error {
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	lister := f.Core().V1().Pods().Lister()
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), f.Core().V1().Pods().Informer().HasSynced) {
+		return ctx.Err()
+	}
+	for ctx.Err() == nil {
+		if _, err := lister.List(labels.Everything()); err != nil {
+			return err
+		}
+		sleep(ctx, time.Second)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// MeasureReads runs agent for every node for window, each with its own
+// client named ua at client-go's default QPS, and counts the reads and
+// watches the apiserver logged for ua.
+func MeasureReads(ctx context.Context, cp *controlplane.ControlPlane, ua string, nodes []string, window time.Duration, agent Agent) (Reads, error) {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	for _, node := range nodes {
+		c := Client(cp.Config, ua, 5)
+		wg.Go(func() {
+			if err := agent(actx, node, c); err != nil && actx.Err() == nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(window)
+	cancel()
+	wg.Wait()
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	evs, err := cp.ReadAudit(ua, start, time.Now())
+	if err != nil {
+		return Reads{}, err
+	}
+	var r Reads
+	for _, e := range evs {
+		switch e.Verb {
+		case "get", "list":
+			r.Reads++
+		case "watch":
+			r.Watches++
+		}
+	}
+	return r, firstErr
+}
+
+// SurgeResult is what a surge did.
+type SurgeResult struct {
+	Total, Created, Refused, Other int64
+	Took                           time.Duration
+	// Mutating are the latencies of every mutating call any client made
+	// during the surge.
+	Mutating []time.Duration
+}
+
+// Percentile of the mutating latencies.
+func (s SurgeResult) Percentile(p float64) time.Duration {
+	if len(s.Mutating) == 0 {
+		return 0
+	}
+	return s.Mutating[min(len(s.Mutating)-1, int(float64(len(s.Mutating))*p))]
+}
+
+// Surge creates factor x planned pods at once from clients concurrent
+// clients in namespace ns, whose Trellis quota plans for planned pods.
+func Surge(ctx context.Context, cp *controlplane.ControlPlane, ns string, planned, factor, clients int) (SurgeResult, error) {
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return SurgeResult{}, err
+	}
+	// The plan quota would make from a peak of `planned` pods (no headroom).
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
+	plan := quota.Plan{Quotas: map[string]map[corev1.ResourceName]resource.Quantity{ns: {
+		corev1.ResourcePods:           *resource.NewQuantity(int64(planned), resource.DecimalSI),
+		corev1.ResourceRequestsCPU:    *resource.NewMilliQuantity(int64(planned)*10, resource.DecimalSI),
+		corev1.ResourceRequestsMemory: *resource.NewQuantity(int64(planned)*16<<20, resource.BinarySI),
+	}}}
+	if _, err := quota.Apply(ctx, c, plan); err != nil {
+		return SurgeResult{}, err
+	}
+	for {
+		rq, err := c.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
+		if err == nil && rq.Status.Used != nil {
+			break
+		}
+		sleep(ctx, 200*time.Millisecond)
+		if ctx.Err() != nil {
+			return SurgeResult{}, ctx.Err()
+		}
+	}
+	sc := Client(cp.Config, "surge", 1000)
+	total := planned * factor
+	var next, ok, refused, other atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(total) {
+					return
+				}
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%05d", i), Namespace: ns},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c", Resources: corev1.ResourceRequirements{Requests: res, Limits: res}}}}}
+				_, err := sc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case strings.Contains(err.Error(), "exceeded quota"):
+					refused.Add(1)
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r := SurgeResult{Total: int64(total), Created: ok.Load(), Refused: refused.Load(), Other: other.Load(), Took: time.Since(start)}
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	evs, err := cp.ReadAudit("", start, time.Now())
+	if err != nil {
+		return r, err
+	}
+	for _, e := range evs {
+		switch e.Verb {
+		case "create", "update", "patch", "delete":
+			r.Mutating = append(r.Mutating, e.Completed.Sub(e.Received))
+		}
+	}
+	sort.Slice(r.Mutating, func(i, j int) bool { return r.Mutating[i] < r.Mutating[j] })
+	return r, nil
+}
