@@ -84,6 +84,10 @@ verify: $(CONTROLLER_GEN) ## Fail on unformatted code, vet findings, stale gener
 local: tools build ## A two-node kind cluster wired like production (clusters/local.yaml), built offline
 	./hack/local.sh
 
+.PHONY: bench-scale
+bench-scale: tools build ## The 2,500-node / 35,000-pod scale test (kwok): QPS by client, mutating p99, memory, etcd size, _output/bench-scale/scale.png
+	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)
+
 .PHONY: fake-aws
 fake-aws: tools build ## Create prod-us-east-1 against kops's AWS fake and apply the addons to a loopback control plane
 	./hack/fake-aws.sh

@@ -449,12 +449,20 @@ func startRegistrars(ctx context.Context, cfg *rest.Config, servers []string, o 
 		node := fmt.Sprintf("kwok-node-%04d", i*step)
 		reg := serverset.New(serverset.Config{Servers: servers, SessionTimeout: 30 * time.Second, BufferSize: 256 << 10})
 		regs = append(regs, reg)
-		go func() { _ = reg.Run(ctx) }()
+		go func() {
+			if err := reg.Run(ctx); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "registrar of %s: %v\n", node, err)
+			}
+		}()
 		d, err := zkregistrar.New(zkregistrar.Config{NodeName: node, Client: clientset(cfg, "trellis-zk-registrar", 5), Registrar: reg})
 		if err != nil {
 			panic(err)
 		}
-		go func() { _ = d.Run(ctx) }()
+		go func() {
+			if err := d.Run(ctx); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "zk-registrar of %s: %v\n", node, err)
+			}
+		}()
 	}
 	go func() {
 		for {

@@ -16,7 +16,7 @@ import (
 // averages) with the Running pod count, and the p99 latency of mutating
 // calls per 10-s window against the 1 s SLO.
 func plotRun(path string, r *report, series []sample, total int) error {
-	const win = 10
+	win := max(1, min(10, len(r.perSecond)/30))
 	var qps, p99, slo, pods plotter.XYs
 	for s := 0; s+win <= len(r.perSecond); s += win {
 		n := 0
@@ -25,8 +25,8 @@ func plotRun(path string, r *report, series []sample, total int) error {
 			n += r.perSecond[i]
 			lat = append(lat, r.mutLat[i]...)
 		}
-		x := float64(s+win/2) / 60
-		qps = append(qps, plotter.XY{X: x, Y: float64(n) / win})
+		x := (float64(s) + float64(win)/2) / 60
+		qps = append(qps, plotter.XY{X: x, Y: float64(n) / float64(win)})
 		p99 = append(p99, plotter.XY{X: x, Y: percentile(lat, 0.99).Seconds() * 1000})
 		slo = append(slo, plotter.XY{X: x, Y: 1000})
 	}
