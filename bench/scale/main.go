@@ -123,8 +123,14 @@ func run(o options) error {
 		return fmt.Errorf("CRDs: %v: %s", err, out)
 	}
 
-	// kwok: the simulated kubelets.
-	kwok := exec.CommandContext(ctx, filepath.Join(o.kwok, "kwok"), "--config="+filepath.Join(o.kwok, "stages.yaml"), "--kubeconfig="+cp.Kubeconfig, "--manage-nodes-with-annotation-selector="+fakeNode+"=fake",
+	// kwok: the simulated kubelets. Its default of 4 pod status updates
+	// in flight (each waiting on a loaded apiserver) would make kwok, not
+	// the control plane, the bottleneck.
+	kwokCfg := filepath.Join(o.out, "kwok-config.yaml")
+	if err := os.WriteFile(kwokCfg, []byte(kwokConfiguration), 0o644); err != nil {
+		return err
+	}
+	kwok := exec.CommandContext(ctx, filepath.Join(o.kwok, "kwok"), "--config="+filepath.Join(o.kwok, "stages.yaml"), "--config="+kwokCfg, "--kubeconfig="+cp.Kubeconfig, "--manage-nodes-with-annotation-selector="+fakeNode+"=fake",
 		"--cidr=10.128.0.0/10", "--node-ip=10.255.255.1", "--server-address=127.0.0.1:0")
 	kwokLog, err := os.Create(filepath.Join(o.out, "kwok.log"))
 	if err != nil {
@@ -287,6 +293,14 @@ func run(o options) error {
 	printMemory(pids)
 	return nil
 }
+
+const kwokConfiguration = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 32
+  nodePlayStageParallelism: 8
+  nodeLeaseParallelism: 16
+`
 
 type sample struct {
 	t       time.Duration
