@@ -57,21 +57,5 @@ func run(nNodes, nPods int, window time.Duration) error {
 	for n := range nNodes {
 		nodes[n] = fmt.Sprintf("node-%03d", n)
 	}
-	naive, err := loadtest.MeasureReads(ctx, cp, "naive-agent", nodes, window, loadtest.NaiveAgent)
-	if err != nil {
-		return err
-	}
-	cached, err := loadtest.MeasureReads(ctx, cp, "trellis-agent", nodes, window, loadtest.CachedAgent)
-	if err != nil {
-		return err
-	}
-	naiveReads, naiveWatches, cachedReads, cachedWatches := naive.Reads, naive.Watches, cached.Reads, cached.Watches
-	secs := window.Seconds()
-	fmt.Printf("naive (list every read):   %5d reads (%.1f/s), %d watches\n", naiveReads, float64(naiveReads)/secs, naiveWatches)
-	fmt.Printf("trellis (informer cache):  %5d reads (%.1f/s), %d watches\n", cachedReads, float64(cachedReads)/secs, cachedWatches)
-	fmt.Println("(client-go's informers make their initial list through a streaming watch, so each agent's sync shows as one watch)")
-	if naiveReads > 0 {
-		fmt.Printf("apiserver read QPS reduction: %.1f%%\n", 100*(1-float64(cachedReads)/float64(naiveReads)))
-	}
-	return nil
+	return loadtest.CompareReads(ctx, os.Stdout, cp, nodes, window)
 }

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
@@ -42,12 +41,6 @@ func run(planned, factor, clients int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("surge: %d pod creates (%dx the %d planned) from %d clients in %.1fs: %d created, %d refused by the quota, %d other errors\n",
-		r.Total, factor, planned, clients, r.Took.Seconds(), r.Created, r.Refused, r.Other)
-	fmt.Printf("mutating calls during the surge (all clients): %d; latency p50 %s, p99 %s, max %s (SLO: p99 < 1s)\n",
-		len(r.Mutating), r.Percentile(0.5).Round(time.Millisecond), r.Percentile(0.99).Round(time.Millisecond), r.Percentile(1).Round(time.Millisecond))
-	if r.Created > int64(planned) {
-		return fmt.Errorf("the quota let %d pods through, planned %d", r.Created, planned)
-	}
-	return nil
+	fmt.Println("surge:")
+	return r.Print(os.Stdout, planned, factor, clients)
 }
