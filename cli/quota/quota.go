@@ -20,7 +20,8 @@ import (
 // NewCommand returns `trellis quota`.
 func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "quota", Short: "Plan namespace quotas from observed usage, apply them, alert near their limits"}
-	var kubeconfig, store, planFile, webhook, tz string
+	var kubeconfig, store, planFile, webhook, tz, promURL string
+	var promStep time.Duration
 	var retention time.Duration
 	var headroom, threshold float64
 	var skip []string
@@ -44,14 +45,27 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 	plan := &cobra.Command{
-		Use: "plan --store FILE [--headroom 0.2]", Short: "Print quotas: each namespace's peak usage plus headroom (review, then apply)", Args: cobra.NoArgs,
+		Use: "plan --store FILE | --prometheus URL [--headroom 0.2]", Short: "Print quotas: each namespace's peak usage plus headroom (review, then apply)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			smp, err := (quota.Store{Path: store, Retention: retention}).Load(time.Now())
-			if err != nil {
-				return err
-			}
-			if len(smp) == 0 {
-				return fmt.Errorf("%s holds no samples: run `trellis quota sample` first", store)
+			var smp []quota.Sample
+			var err error
+			if promURL != "" {
+				// The peak over the same retention, from kube-state-metrics.
+				smp, err = quota.FromPrometheus(cmd.Context(), promURL, retention, promStep, time.Now())
+				if err != nil {
+					return err
+				}
+				if len(smp) == 0 {
+					return fmt.Errorf("prometheus %s has no kube-state-metrics series for any namespace", promURL)
+				}
+			} else {
+				smp, err = (quota.Store{Path: store, Retention: retention}).Load(time.Now())
+				if err != nil {
+					return err
+				}
+				if len(smp) == 0 {
+					return fmt.Errorf("%s holds no samples: run `trellis quota sample` first", store)
+				}
 			}
 			sk := map[string]bool{}
 			for _, n := range skip {
@@ -106,6 +120,8 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		c.Flags().StringVar(&store, "store", "quota-samples.jsonl", "local sample store (JSON lines)")
 	}
 	plan.Flags().Float64Var(&headroom, "headroom", 0.2, "headroom over the peak")
+	plan.Flags().StringVar(&promURL, "prometheus", "", "read peak usage from this Prometheus (scraping kube-state-metrics) instead of --store")
+	plan.Flags().DurationVar(&promStep, "prometheus-step", 5*time.Minute, "resolution of the peak read from Prometheus")
 	plan.Flags().DurationVar(&retention, "retention", 30*24*time.Hour, "samples older than this are ignored")
 	plan.Flags().StringSliceVar(&skip, "skip", []string{"kube-system", "kube-public", "kube-node-lease"}, "namespaces without quotas")
 	apply.Flags().StringVar(&planFile, "plan", "", "the reviewed plan")
