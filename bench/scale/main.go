@@ -131,7 +131,7 @@ func run(o options) error {
 		return err
 	}
 	kwok := exec.CommandContext(ctx, filepath.Join(o.kwok, "kwok"), "--config="+filepath.Join(o.kwok, "stages.yaml"), "--config="+kwokCfg, "--kubeconfig="+cp.Kubeconfig, "--manage-nodes-with-annotation-selector="+fakeNode+"=fake",
-		"--cidr=10.128.0.0/10", "--node-ip=10.255.255.1", "--server-address=127.0.0.1:0")
+		"--cidr=10.128.0.0/10", "--node-ip=10.255.255.1", "--server-address=127.0.0.1:0", "--v=WARN")
 	kwokLog, err := os.Create(filepath.Join(o.out, "kwok.log"))
 	if err != nil {
 		return err
