@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -174,13 +175,20 @@ func (c *simKopsCloud) DetachInstance(ci *cloudinstances.CloudInstance) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	g := c.s.groups[ci.CloudInstanceGroup.HumanName]
-	for i, id := range g.ids {
-		if id == ci.ID {
-			g.ids = append(g.ids[:i], g.ids[i+1:]...)
-			return nil
-		}
+	if !g.remove(ci.ID) {
+		return fmt.Errorf("instance %s is not in %s", ci.ID, g.name)
 	}
-	return fmt.Errorf("instance %s is not in %s", ci.ID, g.name)
+	return nil
+}
+
+// remove takes an instance out of the group's members (mu held).
+func (g *group) remove(id string) bool {
+	i := slices.Index(g.ids, id)
+	if i < 0 {
+		return false
+	}
+	g.ids = slices.Delete(g.ids, i, i+1)
+	return true
 }
 
 // DeleteInstance terminates the instance (ec2:TerminateInstances): an
@@ -189,13 +197,7 @@ func (c *simKopsCloud) DeleteInstance(ci *cloudinstances.CloudInstance) error {
 	c.calls.Add(1)
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	g := c.s.groups[ci.CloudInstanceGroup.HumanName]
-	for i, id := range g.ids {
-		if id == ci.ID {
-			g.ids = append(g.ids[:i], g.ids[i+1:]...)
-			break
-		}
-	}
+	c.s.groups[ci.CloudInstanceGroup.HumanName].remove(ci.ID)
 	if _, ok := c.s.inst[ci.ID]; !ok {
 		return fmt.Errorf("instance %s does not exist", ci.ID)
 	}
