@@ -16,7 +16,7 @@ export KUBECONFIG="${TRELLIS_LOCAL_KUBECONFIG:-${HOME}/.kube/trellis-local.kubec
 
 echo "==> Running the sample TrellisService (config/samples/)"
 "${kubectl}" apply -f config/samples/
-"${kubectl}" wait --for=jsonpath='{.status.availableReplicas}'=2 trellisservice/hello --timeout=180s >/dev/null
+"${kubectl}" wait --for=condition=Ready trellisservice/hello --timeout=180s >/dev/null
 "${kubectl}" get trellisservices,pods -o wide
 echo
 echo "make local took $(( $(date +%s) - start ))s. Use the cluster with:"
