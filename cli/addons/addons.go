@@ -4,6 +4,7 @@ package addons
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -64,19 +65,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Short: "What apply would create, update and prune (server-side dry run)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := definition.Load(file)
-			if err != nil {
-				return err
-			}
-			rendered, err := addons.Render(l.ClusterDefinition)
-			if err != nil {
-				return err
-			}
-			cfg, err := kube.Config(kubeconfig, "trellis-addons")
-			if err != nil {
-				return err
-			}
-			a, err := addons.NewApplier(cfg, s.Out)
+			_, rendered, a, err := applier(file, kubeconfig, s.Out)
 			if err != nil {
 				return err
 			}
@@ -111,19 +100,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 // of kubeconfig, each addon waiting up to wait for its workloads; state is
 // the kops state store holding the identity root CA (AWS clusters).
 func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state string, force bool) error {
-	l, err := definition.Load(file)
-	if err != nil {
-		return err
-	}
-	rendered, err := addons.Render(l.ClusterDefinition)
-	if err != nil {
-		return err
-	}
-	cfg, err := kube.Config(kubeconfig, "trellis-addons")
-	if err != nil {
-		return err
-	}
-	a, err := addons.NewApplier(cfg, s.Out)
+	l, rendered, a, err := applier(file, kubeconfig, s.Out)
 	if err != nil {
 		return err
 	}
@@ -159,6 +136,28 @@ func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state
 		}
 	}
 	return err
+}
+
+// applier loads and renders the definition in file and connects an addon
+// applier to the cluster of kubeconfig.
+func applier(file, kubeconfig string, out io.Writer) (*definition.Loaded, []addons.Rendered, *addons.Applier, error) {
+	l, err := definition.Load(file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rendered, err := addons.Render(l.ClusterDefinition)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := kube.Config(kubeconfig, "trellis-addons")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := addons.NewApplier(cfg, out)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return l, rendered, a, nil
 }
 
 func parseDuration(s string) (d time.Duration, err error) {
