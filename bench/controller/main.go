@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ func main() {
 	workers := flag.Int("workers", 16, "controller workers")
 	flag.IntVar(&qps, "qps", 200, "controller client QPS (burst is twice that)")
 	dir := flag.String("dir", "", "work directory (default: a temp dir, removed)")
+	flag.StringVar(&kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers, for diagnosis (default: all)")
+	flag.StringVar(&profile, "apiserver-profile", "", "write a kube-apiserver CPU profile of the Trellis phase's first 20s to this file")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -56,7 +59,12 @@ func main() {
 	}
 }
 
-var qps int
+var (
+	qps     int
+	profile string
+	// kcmControllers, when set, is kube-controller-manager's --controllers.
+	kcmControllers string
+)
 
 func run(n, workers int, dir string) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -69,7 +77,11 @@ func run(n, workers int, dir string) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	cp, err := controlplane.Start(dir, controlplane.Options{ControllerManager: true, AuditLog: true})
+	opts := controlplane.Options{ControllerManager: true, AuditLog: true}
+	if kcmControllers != "" {
+		opts.ControllerManagerFlags = []string{"--controllers=" + kcmControllers}
+	}
+	cp, err := controlplane.Start(dir, opts)
 	if err != nil {
 		return err
 	}
@@ -138,6 +150,7 @@ func run(n, workers int, dir string) error {
 	fmt.Printf("objects per phase: %d, controller workers: %d, control plane: %s on %s\n", n, workers, controlplane.KubernetesVersion, "2 cores")
 
 	// Phase 1: native.
+	cpu0 := sampleCPU(cp)
 	start := time.Now()
 	if err := createAll(ctx, n, func(i int) client.Object { return nativeDeployment(i) }, c); err != nil {
 		return err
@@ -148,15 +161,26 @@ func run(n, workers int, dir string) error {
 	}
 	native := time.Since(start)
 	nativeStart, nativeEnd := start, time.Now()
+	cpu1 := sampleCPU(cp)
 	fmt.Printf("native:  %d Deployments -> ReplicaSets by kube-controller-manager: %.2fs (creates took %.2fs)\n", n, native.Seconds(), created.Seconds())
 	// Let kube-controller-manager finish the native phase's pods, so the
 	// Trellis phase starts on a quiet apiserver too.
-	if err := waitFor(ctx, func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
-		return err
+	if !strings.Contains(kcmControllers, "-replicaset-controller") {
+		if err := waitFor(ctx, func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
+			return err
+		}
 	}
 	time.Sleep(5 * time.Second)
 
 	// Phase 2: Trellis.
+	cpu2 := sampleCPU(cp)
+	if profile != "" {
+		go func() {
+			if err := apiserverProfile(ctx, cp, profile, 20*time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			}
+		}()
+	}
 	start = time.Now()
 	if err := createAll(ctx, n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("trellis"))
@@ -177,8 +201,11 @@ func run(n, workers int, dir string) error {
 	}
 	trellis := time.Since(start)
 	end := time.Now()
+	cpu3 := sampleCPU(cp)
 	fmt.Printf("trellis: %d TrellisServices -> Deployment+Service+PDB each, status written: %.2fs (creates took %.2fs)\n", n, trellis.Seconds(), created.Seconds())
 	fmt.Printf("ratio trellis/native: %.2f (goal <= 1.5)\n", trellis.Seconds()/native.Seconds())
+	printCPU("native phase", cpu0, cpu1, native)
+	printCPU("trellis phase", cpu2, cpu3, trellis)
 	// Both phases are bound by the apiserver's write rate on this machine:
 	// the write counts of all clients bound the time ratio from below.
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
@@ -186,12 +213,15 @@ func run(n, workers int, dir string) error {
 	if err != nil {
 		return err
 	}
+	nativeWrites := lastWrites
 	tw, err := writes(cp, start, end)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("apiserver writes in each phase, all clients: native %d (%.1f per Deployment, %.0f/s), trellis %d (%.1f per TrellisService, %.0f/s); write ratio %.2f\n",
 		nw, float64(nw)/float64(n), float64(nw)/native.Seconds(), tw, float64(tw)/float64(n), float64(tw)/trellis.Seconds(), float64(tw)/float64(nw))
+	printWrites("native phase writes", nativeWrites, n)
+	printWrites("trellis phase writes", lastWrites, n)
 
 	// Let the Deployment controller's status updates settle, then count the
 	// controller's requests over the whole creation phase.
@@ -234,13 +264,45 @@ func writes(cp *controlplane.ControlPlane, from, to time.Time) (int, error) {
 		return 0, err
 	}
 	n := 0
+	byClient := map[string]int{}
 	for _, e := range evs {
 		switch e.Verb {
 		case "create", "update", "patch", "delete":
 			n++
+			byClient[fmt.Sprintf("%-28s %-7s %s", clientName(e.UserAgent), e.Verb, e.Resource())]++
 		}
 	}
+	lastWrites = byClient
 	return n, nil
+}
+
+// lastWrites is the breakdown of the last writes call, by client, verb and
+// resource.
+var lastWrites map[string]int
+
+func printWrites(title string, byClient map[string]int, n int) {
+	keys := make([]string, 0, len(byClient))
+	for k := range byClient {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return byClient[keys[i]] > byClient[keys[j]] })
+	fmt.Printf("%s, by client:\n", title)
+	for _, k := range keys {
+		if byClient[k] < n/20 {
+			break
+		}
+		fmt.Printf("  %-70s %6d  (%.2f per object)\n", k, byClient[k], float64(byClient[k])/float64(n))
+	}
+}
+
+// client shortens a user agent to its program and, for
+// kube-controller-manager, the controller's service account.
+func clientName(ua string) string {
+	name, _, _ := strings.Cut(ua, "/")
+	if strings.Contains(ua, "system:serviceaccount:") {
+		return name + ":" + ua[strings.LastIndex(ua, ":")+1:]
+	}
+	return name
 }
 
 func printCounts(title string, evs []controlplane.AuditEvent, n int) {

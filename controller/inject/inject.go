@@ -150,7 +150,8 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 			Name:  CertName,
 			Image: p.Images.Cert,
 			Args:  []string{"--agent-socket=" + AgentPath + "/agent.sock", "--out=" + IdentityPath},
-			Env:   identityEnv(p, w),
+			// The agent attests the pod from its cgroup: the sidecar needs no
+			// identity env.
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: IdentityVolume, MountPath: IdentityPath},
 				{Name: AgentVolume, MountPath: AgentPath, ReadOnly: true},
@@ -172,7 +173,10 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 			Name:  TrafficName,
 			Image: p.Images.Traffic,
 			Args:  []string{"--service=" + w.Service, "--env=" + p.Env, "--ports=" + portsAnnotation(w.Ports), "--drain=5s"},
-			Env:   identityEnv(p, w),
+			// Only the address is not known before the pod runs. Every env
+			// entry is paid for in each pod, ReplicaSet and Deployment
+			// write.
+			Env: []corev1.EnvVar{{Name: "TRELLIS_POD_IP", ValueFrom: fieldRef("status.podIP")}},
 		}, true))
 	}
 	return pt, nil
