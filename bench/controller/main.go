@@ -3,9 +3,12 @@
 //
 //  1. native: N Deployments created at once, until kube-controller-manager
 //     has made every ReplicaSet;
-//  2. trellis: N TrellisServices created at once, until every owned object
+//  2. bundle: the N Deployments, Services and PDBs that N TrellisServices
+//     become, created directly, until every ReplicaSet exists: the same
+//     native objects without the controller;
+//  3. trellis: N TrellisServices created at once, until every owned object
 //     exists and every status reports Ready or Progressing;
-//  3. resync: every object re-delivered from the cache, nothing changed.
+//  4. resync: every object re-delivered from the cache, nothing changed.
 //
 // API cost is counted from the apiserver's audit log by user agent. It prints
 // the numbers and the Trellis/native time ratio (goal: at most 1.5).
@@ -36,6 +39,8 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller"
+	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/trellisservice"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
 )
@@ -98,7 +103,7 @@ func run(n, workers int, dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, ns := range []string{"trellis-system", "native", "trellis"} {
+	for _, ns := range []string{"trellis-system", "native", "bundle", "trellis"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
@@ -110,13 +115,19 @@ func run(n, workers int, dir string) error {
 	}
 	go func() { _ = w.Start(ctx) }()
 	counts := map[string]*atomic.Int64{}
-	for _, kind := range []string{"rs-native", "pods-native", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
+	for _, kind := range []string{"rs-native", "pods-native", "rs-bundle", "pods-bundle", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
 		counts[kind] = &atomic.Int64{}
 	}
 	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
 		return err
 	}
 	if err := watchCount(ctx, w, &corev1.Pod{}, "native", counts["pods-native"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "bundle", counts["rs-bundle"], nil); err != nil {
+		return err
+	}
+	if err := watchCount(ctx, w, &corev1.Pod{}, "bundle", counts["pods-bundle"], nil); err != nil {
 		return err
 	}
 	if err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
@@ -172,7 +183,32 @@ func run(n, workers int, dir string) error {
 	}
 	time.Sleep(5 * time.Second)
 
-	// Phase 2: Trellis.
+	// Phase 2: the same native objects a TrellisService becomes, created
+	// by hand: what the controller's work is compared with.
+	bundle, err := bundleObjects(n)
+	if err != nil {
+		return err
+	}
+	cpuB0 := sampleCPU(cp)
+	start = time.Now()
+	if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
+		return err
+	}
+	created = time.Since(start)
+	if err := waitFor(ctx, func() bool { return counts["rs-bundle"].Load() >= int64(n) }); err != nil {
+		return err
+	}
+	bundled := time.Since(start)
+	cpuB1 := sampleCPU(cp)
+	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), created.Seconds())
+	if !strings.Contains(kcmControllers, "-replicaset-controller") {
+		if err := waitFor(ctx, func() bool { return counts["pods-bundle"].Load() >= int64(n) }); err != nil {
+			return err
+		}
+	}
+	time.Sleep(5 * time.Second)
+
+	// Phase 3: Trellis.
 	cpu2 := sampleCPU(cp)
 	if profile != "" {
 		go func() {
@@ -204,7 +240,9 @@ func run(n, workers int, dir string) error {
 	cpu3 := sampleCPU(cp)
 	fmt.Printf("trellis: %d TrellisServices -> Deployment+Service+PDB each, status written: %.2fs (creates took %.2fs)\n", n, trellis.Seconds(), created.Seconds())
 	fmt.Printf("ratio trellis/native: %.2f (goal <= 1.5)\n", trellis.Seconds()/native.Seconds())
+	fmt.Printf("ratio trellis/bundle: %.2f (the controller against creating the same objects directly)\n", trellis.Seconds()/bundled.Seconds())
 	printCPU("native phase", cpu0, cpu1, native)
+	printCPU("bundle phase", cpuB0, cpuB1, bundled)
 	printCPU("trellis phase", cpu2, cpu3, trellis)
 	// Both phases are bound by the apiserver's write rate on this machine:
 	// the write counts of all clients bound the time ratio from below.
@@ -244,7 +282,7 @@ func run(n, workers int, dir string) error {
 	fmt.Printf("  last owned-object create at %.2fs, first status write at %.2fs\n", lastCreate.Sub(start).Seconds(), firstStatus.Sub(start).Seconds())
 	_ = end
 
-	// Phase 3: resync. SyncPeriod is 45s; watch a window that holds one.
+	// Phase 4: resync. SyncPeriod is 45s; watch a window that holds one.
 	fmt.Printf("resync: waiting 50s for the controller's periodic resync of %d objects...\n", n)
 	from := time.Now()
 	time.Sleep(50 * time.Second)
@@ -324,6 +362,24 @@ func printCounts(title string, evs []controlplane.AuditEvent, n int) {
 	writes := byVerb["create"] + byVerb["update"] + byVerb["patch"] + byVerb["delete"]
 	reads := byVerb["get"] + byVerb["list"]
 	fmt.Printf("  writes: %d, non-watch reads: %d, watches: %d\n", writes, reads, byVerb["watch"])
+}
+
+// bundleObjects are the Deployments, Services and PDBs that n
+// TrellisServices become under the default runtime profile, without the
+// owner references (nothing owns them).
+func bundleObjects(n int) ([]client.Object, error) {
+	var out []client.Object
+	for i := range n {
+		objs, err := trellisservice.Translate(gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("bundle")), inject.DefaultProfile())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			o.SetOwnerReferences(nil)
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 func nativeDeployment(i int) *appsv1.Deployment {
