@@ -30,9 +30,19 @@ func surgeAtScale(ctx context.Context, cp *controlplane.ControlPlane) error {
 	const planned, factor, clients = 300, 3, 20
 	// The cluster's own mutating latency just before, for comparison: at
 	// 2,500 nodes, node heartbeats alone keep a small control plane busy.
+	sli0, err := loadtest.ScrapeSLI(ctx, cp.Config)
+	if err != nil {
+		return err
+	}
 	before := time.Now()
 	time.Sleep(20 * time.Second)
-	evs, err := cp.ReadAudit("", before, time.Now())
+	sli1, err := loadtest.ScrapeSLI(ctx, cp.Config)
+	if err != nil {
+		return err
+	}
+	end := time.Now()
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	evs, err := cp.ReadAudit("", before, end)
 	if err != nil {
 		return err
 	}
@@ -44,6 +54,11 @@ func surgeAtScale(ctx context.Context, cp *controlplane.ControlPlane) error {
 	}
 	fmt.Printf("\nbefore the surge (20 s, no surge): %d mutating calls (%.0f/s), latency p50 %s, p99 %s\n", len(base), float64(len(base))/20,
 		percentile(base, 0.5).Round(time.Millisecond), percentile(base, 0.99).Round(time.Millisecond))
+	fmt.Println("  slowest by client, verb and resource (audit log):")
+	loadtest.PrintGroups(os.Stdout, loadtest.MutatingByClient(evs), 8, 10)
+	w := loadtest.Window(sli0, sli1)
+	fmt.Printf("  the SLO (p99 <= 1s per verb and resource, apiserver_request_sli_duration_seconds, >= 10 calls): met: %v; worst:\n", w.Met(10))
+	w.Print(os.Stdout, 6, 10)
 	r, err := loadtest.Surge(ctx, cp, "surge", planned, factor, clients)
 	if err != nil {
 		return err
