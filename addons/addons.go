@@ -47,6 +47,7 @@ var k134, k136 = semver.MustParse("1.34.0"), semver.MustParse("1.36.99")
 // Index is the bundle. bootstrap/definition.KnownAddons is checked
 // against it by a test.
 var Index = []Addon{
+	{Name: "trellis-flowcontrol", Version: "0.1.0", MinKubernetes: k134, MaxKubernetes: k136},
 	{Name: "trellis-netd", Version: "0.1.0", MinKubernetes: k134, MaxKubernetes: k136},
 	{Name: "trellis-cert-issuer", Version: "0.1.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: k134, MaxKubernetes: k136},
 	{Name: "trellis-cert-agent", Version: "0.1.0", DependsOn: []string{"trellis-cert-issuer"}, MinKubernetes: k134, MaxKubernetes: k136},

@@ -33,12 +33,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trellis-dev/trellis/addons"
 	v1alpha1 "github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller"
@@ -121,6 +123,11 @@ func run(o options) error {
 	}
 	if out, err := cp.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
 		return fmt.Errorf("CRDs: %v: %s", err, out)
+	}
+	// The cluster's API Priority and Fairness configuration, as the addon
+	// bundle applies it.
+	if err := applyAddon(ctx, cp, def, "trellis-flowcontrol", dir); err != nil {
+		return err
 	}
 
 	// kwok: the simulated kubelets. Its default of 4 pod status updates
@@ -593,4 +600,35 @@ func etcdDBSize(etcdURL string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no etcd_mvcc_db_total_size_in_bytes in etcd's metrics")
+}
+
+// applyAddon applies one addon of the definition's bundle as rendered.
+func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definition.Loaded, name, dir string) error {
+	rendered, err := addons.Render(def.ClusterDefinition)
+	if err != nil {
+		return err
+	}
+	for _, r := range rendered {
+		if r.Addon.Name != name {
+			continue
+		}
+		list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
+		for _, o := range r.Objects {
+			list.Items = append(list.Items, *o)
+		}
+		b, err := list.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		f := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			return err
+		}
+		if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", f); err != nil {
+			return fmt.Errorf("apply addon %s: %v: %s", name, err, out)
+		}
+		fmt.Printf("addon %s %s applied (%d objects)\n", name, r.Addon.Version, len(r.Objects))
+		return nil
+	}
+	return fmt.Errorf("addon %s is not in %s's bundle", name, def.ClusterDefinition.Name)
 }

@@ -31,6 +31,7 @@ type AddonInfo struct {
 // KnownAddons is the addon bundle's index. The addons package owns the
 // bundle; this is the contract definitions are checked against.
 var KnownAddons = map[string]AddonInfo{
+	"trellis-flowcontrol":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
 	"trellis-netd":         {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
 	"trellis-cert-issuer":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
 	"trellis-cert-agent":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
