@@ -55,6 +55,7 @@ type options struct {
 	nodes, services, replicas, jobsets, shards, registrars int
 	kwok, controller, definition, out                      string
 	timeout                                                time.Duration
+	flowcontrol                                            bool
 }
 
 func main() {
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&o.definition, "definition", "clusters/prod-us-east-1.yaml", "the cluster definition whose control-plane tuning the apiserver runs with")
 	flag.StringVar(&o.out, "out", "_output/bench-scale", "where the plot and the report go")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "give up waiting for Running pods after this long")
+	flag.BoolVar(&o.flowcontrol, "flowcontrol", true, "apply the trellis-flowcontrol addon (false: Kubernetes' default APF configuration, for comparison)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -126,8 +128,12 @@ func run(o options) error {
 	}
 	// The cluster's API Priority and Fairness configuration, as the addon
 	// bundle applies it.
-	if err := applyAddon(ctx, cp, def, "trellis-flowcontrol", dir); err != nil {
-		return err
+	if o.flowcontrol {
+		if err := applyAddon(ctx, cp, def, "trellis-flowcontrol", dir); err != nil {
+			return err
+		}
+	} else {
+		fmt.Println("addon trellis-flowcontrol not applied: Kubernetes' default API Priority and Fairness configuration")
 	}
 
 	// kwok: the simulated kubelets. Its default of 4 pod status updates
