@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -137,9 +138,41 @@ func expectedGroups(def *definition.ClusterDefinition) []Group {
 	return gs
 }
 
+// flowSchemas are the FlowSchemas of addons that configure the apiserver
+// and run no workload: installed when each exists and its priority level
+// does too.
+var flowSchemas = map[string][]string{
+	"trellis-flowcontrol": {"trellis-system", "trellis-tenants"},
+}
+
 // checkAddon looks for the addon's workload in trellis-system: a DaemonSet
 // must be fully rolled out, a Deployment or StatefulSet fully available.
+// Addons without a workload are checked by what they configure.
 func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name string) error {
+	if fss, ok := flowSchemas[name]; ok {
+		var missing []string
+		defer func() {
+			if len(missing) > 0 {
+				r.fail("Addon", name, "not installed: no FlowSchema "+strings.Join(missing, ", "))
+			}
+		}()
+		for _, fs := range fss {
+			got, err := c.FlowcontrolV1().FlowSchemas().Get(ctx, fs, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				missing = append(missing, fs)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("failed to read addon %s: %w", name, err)
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == flowcontrolv1.FlowSchemaConditionDangling && cond.Status == flowcontrolv1.ConditionTrue {
+					r.fail("Addon", name, fmt.Sprintf("FlowSchema %s is dangling: %s", fs, cond.Message))
+				}
+			}
+		}
+		return nil
+	}
 	ds, err := c.AppsV1().DaemonSets(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		if msg := daemonSetProblem(ds); msg != "" {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -115,6 +117,9 @@ func TestIntegrationValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range def.Addons {
+		if _, ok := flowSchemas[a.Name]; ok {
+			continue
+		}
 		ds, err := c.AppsV1().DaemonSets(AddonNamespace).Create(ctx, daemonSet(a.Name), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -124,10 +129,59 @@ func TestIntegrationValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The flowcontrol addon runs nothing: its FlowSchemas are what is
+	// checked. One missing, then one dangling (no priority level).
 	r, err = Validate(ctx, c, def)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(r.Failures) != 1 || r.Failures[0].Message != "not installed: no FlowSchema trellis-system, trellis-tenants" {
+		t.Fatalf("without FlowSchemas: %+v", r.Failures)
+	}
+	for _, name := range []string{"trellis-system", "trellis-tenants"} {
+		fs := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: flowcontrolv1.FlowSchemaSpec{
+			MatchingPrecedence:         8500,
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: name + "-missing"},
+		}}
+		if name == "trellis-system" {
+			fs.Spec.PriorityLevelConfiguration.Name = "workload-high"
+		}
+		if _, err := c.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventuallyValid := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r, err = Validate(ctx, c, def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range r.Failures {
+				got = append(got, f.Message)
+			}
+			if strings.Join(got, "; ") == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("failures %q, want %q", got, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// The apiserver marks a FlowSchema whose level does not exist dangling.
+	eventuallyValid(`FlowSchema trellis-tenants is dangling: This FlowSchema references the PriorityLevelConfiguration object named "trellis-tenants-missing" but there is no such object`)
+	fs, err := c.FlowcontrolV1().FlowSchemas().Get(ctx, "trellis-tenants", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.Spec.PriorityLevelConfiguration.Name = "workload-low"
+	if _, err := c.FlowcontrolV1().FlowSchemas().Update(ctx, fs, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyValid("")
 	if !r.Valid {
 		t.Fatalf("want valid, got %+v", r.Failures)
 	}
