@@ -7,13 +7,12 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/procstat"
 )
 
 // cpuSample is the CPU time each process has used so far: the control
@@ -46,21 +45,10 @@ func printCPU(title string, from, to cpuSample, wall time.Duration) {
 	fmt.Printf("  %-45s %6.1fs  %4.0f%%\n", "all", total.Seconds(), 100*total.Seconds()/wall.Seconds())
 }
 
-// cpuTime is utime+stime of pid and its threads.
+// cpuTime is pid's CPU time, 0 if it has exited.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+2:])
-	ut, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	d, _ := procstat.CPUTime(pid)
+	return d
 }
 
 // apiserverProfile writes kube-apiserver's CPU profile over d to path.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/trellis-dev/trellis/internal/procstat"
+
 	"github.com/trellis-dev/trellis/daemons/logshipper"
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
 )
@@ -174,27 +176,14 @@ func measure(name string, cmd *exec.Cmd, out string, want int) (result, error) {
 	return result{name: name, wall: wall, cpu: cpuTime(pid), peakKiB: max(peak, vmHWM(pid))}, nil
 }
 
+// vmHWM is pid's peak resident memory in KiB, 0 if it has exited.
 func vmHWM(pid int) int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return n
-		}
-	}
-	return 0
+	n, _ := procstat.PeakRSS(pid)
+	return n
 }
 
-// cpuTime is utime+stime of pid and its threads.
+// cpuTime is pid's CPU time, 0 if it has exited.
 func cpuTime(pid int) time.Duration {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+2:])
-	ut, _ := strconv.Atoi(f[11])
-	st, _ := strconv.Atoi(f[12])
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	d, _ := procstat.CPUTime(pid)
+	return d
 }

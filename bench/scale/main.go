@@ -48,6 +48,7 @@ import (
 	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
 	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/procstat"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
 
@@ -576,17 +577,11 @@ func printMemory(pids map[string]int) {
 }
 
 func hwm(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := procstat.PeakRSS(pid)
 	if err != nil {
 		return "exited"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.Fields(v)[0])
-			return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
-		}
-	}
-	return "?"
+	return fmt.Sprintf("%.0f MiB", float64(kib)/1024)
 }
 
 func etcdDBSize(etcdURL string) (int64, error) {
