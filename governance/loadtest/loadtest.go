@@ -140,10 +140,7 @@ type SurgeResult struct {
 
 // Percentile of the mutating latencies.
 func (s SurgeResult) Percentile(p float64) time.Duration {
-	if len(s.Mutating) == 0 {
-		return 0
-	}
-	return s.Mutating[min(len(s.Mutating)-1, int(float64(len(s.Mutating))*p))]
+	return Percentile(s.Mutating, p)
 }
 
 // Surge creates factor x planned pods at once from clients concurrent
