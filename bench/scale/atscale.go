@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 )
@@ -25,8 +27,9 @@ func readsAtScale(ctx context.Context, cp *controlplane.ControlPlane, o options)
 }
 
 // surgeAtScale creates 3x a namespace's planned pods at once on the full
-// cluster.
-func surgeAtScale(ctx context.Context, cp *controlplane.ControlPlane) error {
+// cluster; with the flowcontrol addon, again without its tenants'
+// FlowSchema and again with it.
+func surgeAtScale(ctx context.Context, cp *controlplane.ControlPlane, flowcontrol bool) error {
 	const planned, factor, clients = 300, 3, 20
 	// The cluster's own mutating latency just before, for comparison: at
 	// 2,500 nodes, node heartbeats alone keep a small control plane busy.
@@ -64,5 +67,38 @@ func surgeAtScale(ctx context.Context, cp *controlplane.ControlPlane) error {
 		return err
 	}
 	fmt.Println("\nsurge at scale:")
+	if err := r.Print(os.Stdout, planned, factor, clients); err != nil || !flowcontrol {
+		return err
+	}
+	// The same surge on the same cluster without the tenants' FlowSchema
+	// (tenants fall to the defaults' service-accounts schema, workload-low),
+	// then with it again: what API Priority and Fairness itself does.
+	fsc := cp.Client.FlowcontrolV1().FlowSchemas()
+	fs, err := fsc.Get(ctx, "trellis-tenants", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := fsc.Delete(ctx, fs.Name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second) // APF reloads its configuration from an informer
+	r, err = loadtest.Surge(ctx, cp, "surge-b", planned, factor, clients)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nthe same surge into another namespace, without the trellis-tenants FlowSchema (Kubernetes' defaults):")
+	if err := r.Print(os.Stdout, planned, factor, clients); err != nil {
+		return err
+	}
+	fs.ResourceVersion, fs.UID, fs.ManagedFields = "", "", nil
+	if _, err := fsc.Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	r, err = loadtest.Surge(ctx, cp, "surge-c", planned, factor, clients)
+	if err != nil {
+		return err
+	}
+	fmt.Println("\nand into a third namespace with the FlowSchema back:")
 	return r.Print(os.Stdout, planned, factor, clients)
 }

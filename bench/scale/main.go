@@ -317,7 +317,7 @@ func run(o options) error {
 	if err := readsAtScale(ctx, cp, o); err != nil {
 		return err
 	}
-	if err := surgeAtScale(ctx, cp); err != nil {
+	if err := surgeAtScale(ctx, cp, o.flowcontrol); err != nil {
 		return err
 	}
 	printMemory(pids)
