@@ -38,6 +38,23 @@ func TestIndexMatchesDefinitions(t *testing.T) {
 			t.Errorf("addon %s %s: definition.KnownAddons has %+v", a.Name, a.Version, k)
 		}
 	}
+	// Cluster validation checks the FlowSchemas KnownAddons names: they
+	// must be the ones the addon ships.
+	rendered, err := Render(load(t, "prod-us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rendered {
+		var got []string
+		for _, o := range r.Objects {
+			if o.GetKind() == "FlowSchema" {
+				got = append(got, o.GetName())
+			}
+		}
+		if want := definition.KnownAddons[r.Addon.Name].FlowSchemas; !slices.Equal(got, want) {
+			t.Errorf("addon %s ships FlowSchemas %v, definition.KnownAddons names %v", r.Addon.Name, got, want)
+		}
+	}
 }
 
 // TestRenderGolden renders every cluster's bundle: the same templates for

@@ -41,6 +41,7 @@ import (
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
+	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
 )
@@ -176,7 +177,7 @@ func run(n, workers int, dir string) error {
 	fmt.Printf("native:  %d Deployments -> ReplicaSets by kube-controller-manager: %.2fs (creates took %.2fs)\n", n, native.Seconds(), created.Seconds())
 	// Let kube-controller-manager finish the native phase's pods, so the
 	// Trellis phase starts on a quiet apiserver too.
-	if !strings.Contains(kcmControllers, "-replicaset-controller") {
+	if podsExpected() {
 		if err := waitFor(ctx, func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
 			return err
 		}
@@ -201,7 +202,7 @@ func run(n, workers int, dir string) error {
 	bundled := time.Since(start)
 	cpuB1 := sampleCPU(cp)
 	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), created.Seconds())
-	if !strings.Contains(kcmControllers, "-replicaset-controller") {
+	if podsExpected() {
 		if err := waitFor(ctx, func() bool { return counts["pods-bundle"].Load() >= int64(n) }); err != nil {
 			return err
 		}
@@ -247,19 +248,18 @@ func run(n, workers int, dir string) error {
 	// Both phases are bound by the apiserver's write rate on this machine:
 	// the write counts of all clients bound the time ratio from below.
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
-	nw, err := writes(cp, nativeStart, nativeEnd)
+	nw, nativeWrites, err := writes(cp, nativeStart, nativeEnd)
 	if err != nil {
 		return err
 	}
-	nativeWrites := lastWrites
-	tw, err := writes(cp, start, end)
+	tw, trellisWrites, err := writes(cp, start, end)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("apiserver writes in each phase, all clients: native %d (%.1f per Deployment, %.0f/s), trellis %d (%.1f per TrellisService, %.0f/s); write ratio %.2f\n",
 		nw, float64(nw)/float64(n), float64(nw)/native.Seconds(), tw, float64(tw)/float64(n), float64(tw)/trellis.Seconds(), float64(tw)/float64(nw))
 	printWrites("native phase writes", nativeWrites, n)
-	printWrites("trellis phase writes", lastWrites, n)
+	printWrites("trellis phase writes", trellisWrites, n)
 
 	// Let the Deployment controller's status updates settle, then count the
 	// controller's requests over the whole creation phase.
@@ -295,28 +295,22 @@ func run(n, workers int, dir string) error {
 }
 
 // writes counts create, update, patch and delete requests of every client
-// received in [from, to).
-func writes(cp *controlplane.ControlPlane, from, to time.Time) (int, error) {
+// received in [from, to), in all and by client, verb and resource.
+func writes(cp *controlplane.ControlPlane, from, to time.Time) (int, map[string]int, error) {
 	evs, err := cp.ReadAudit("", from, to)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	n := 0
 	byClient := map[string]int{}
 	for _, e := range evs {
-		switch e.Verb {
-		case "create", "update", "patch", "delete":
+		if loadtest.MutatingVerbs[e.Verb] {
 			n++
-			byClient[fmt.Sprintf("%-28s %-7s %s", clientName(e.UserAgent), e.Verb, e.Resource())]++
+			byClient[fmt.Sprintf("%-28s %-7s %s", loadtest.ClientName(e.UserAgent), e.Verb, e.Resource())]++
 		}
 	}
-	lastWrites = byClient
-	return n, nil
+	return n, byClient, nil
 }
-
-// lastWrites is the breakdown of the last writes call, by client, verb and
-// resource.
-var lastWrites map[string]int
 
 func printWrites(title string, byClient map[string]int, n int) {
 	keys := make([]string, 0, len(byClient))
@@ -331,16 +325,6 @@ func printWrites(title string, byClient map[string]int, n int) {
 		}
 		fmt.Printf("  %-70s %6d  (%.2f per object)\n", k, byClient[k], float64(byClient[k])/float64(n))
 	}
-}
-
-// client shortens a user agent to its program and, for
-// kube-controller-manager, the controller's service account.
-func clientName(ua string) string {
-	name, _, _ := strings.Cut(ua, "/")
-	if strings.Contains(ua, "system:serviceaccount:") {
-		return name + ":" + ua[strings.LastIndex(ua, ":")+1:]
-	}
-	return name
 }
 
 func printCounts(title string, evs []controlplane.AuditEvent, n int) {
@@ -380,6 +364,12 @@ func bundleObjects(n int) ([]client.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// podsExpected: kube-controller-manager makes pods unless the replicaset
+// controller is turned off for diagnosis.
+func podsExpected() bool {
+	return !strings.Contains(kcmControllers, "-replicaset-controller")
 }
 
 func nativeDeployment(i int) *appsv1.Deployment {

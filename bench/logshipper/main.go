@@ -20,10 +20,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trellis-dev/trellis/internal/procstat"
-
 	"github.com/trellis-dev/trellis/daemons/logshipper"
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+	"github.com/trellis-dev/trellis/internal/procstat"
 )
 
 func main() {

@@ -33,7 +33,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -130,7 +129,7 @@ func run(o options) error {
 	// The cluster's API Priority and Fairness configuration, as the addon
 	// bundle applies it.
 	if o.flowcontrol {
-		if err := applyAddon(ctx, cp, def, "trellis-flowcontrol", dir); err != nil {
+		if err := applyAddon(ctx, cp, def, "trellis-flowcontrol"); err != nil {
 			return err
 		}
 	} else {
@@ -603,8 +602,9 @@ func etcdDBSize(etcdURL string) (int64, error) {
 	return 0, fmt.Errorf("no etcd_mvcc_db_total_size_in_bytes in etcd's metrics")
 }
 
-// applyAddon applies one addon of the definition's bundle as rendered.
-func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definition.Loaded, name, dir string) error {
+// applyAddon applies one addon of the definition's bundle with the bundle's
+// own applier.
+func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definition.Loaded, name string) error {
 	rendered, err := addons.Render(def.ClusterDefinition)
 	if err != nil {
 		return err
@@ -613,23 +613,12 @@ func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definit
 		if r.Addon.Name != name {
 			continue
 		}
-		list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
-		for _, o := range r.Objects {
-			list.Items = append(list.Items, *o)
-		}
-		b, err := list.MarshalJSON()
+		a, err := addons.NewApplier(cp.Config, os.Stdout)
 		if err != nil {
 			return err
 		}
-		f := filepath.Join(dir, name+".json")
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			return err
-		}
-		if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", f); err != nil {
-			return fmt.Errorf("apply addon %s: %v: %s", name, err, out)
-		}
-		fmt.Printf("addon %s %s applied (%d objects)\n", name, r.Addon.Version, len(r.Objects))
-		return nil
+		_, err = a.Apply(ctx, []addons.Rendered{r})
+		return err
 	}
 	return fmt.Errorf("addon %s is not in %s's bundle", name, def.ClusterDefinition.Name)
 }

@@ -26,12 +26,16 @@ type AddonInfo struct {
 	// MinKubernetes and MaxKubernetes bound the Kubernetes minors it supports.
 	MinKubernetes semver.Version
 	MaxKubernetes semver.Version
+	// FlowSchemas an addon that runs no workload configures: cluster
+	// validation checks them instead of a workload named after the addon.
+	FlowSchemas []string
 }
 
 // KnownAddons is the addon bundle's index. The addons package owns the
 // bundle; this is the contract definitions are checked against.
 var KnownAddons = map[string]AddonInfo{
-	"trellis-flowcontrol":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
+	"trellis-flowcontrol": {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99"),
+		FlowSchemas: []string{"trellis-system", "trellis-tenants"}},
 	"trellis-netd":         {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
 	"trellis-cert-issuer":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
 	"trellis-cert-agent":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},

@@ -138,18 +138,11 @@ func expectedGroups(def *definition.ClusterDefinition) []Group {
 	return gs
 }
 
-// flowSchemas are the FlowSchemas of addons that configure the apiserver
-// and run no workload: installed when each exists and its priority level
-// does too.
-var flowSchemas = map[string][]string{
-	"trellis-flowcontrol": {"trellis-system", "trellis-tenants"},
-}
-
 // checkAddon looks for the addon's workload in trellis-system: a DaemonSet
 // must be fully rolled out, a Deployment or StatefulSet fully available.
 // Addons without a workload are checked by what they configure.
 func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name string) error {
-	if fss, ok := flowSchemas[name]; ok {
+	if fss := definition.KnownAddons[name].FlowSchemas; len(fss) > 0 {
 		var missing []string
 		defer func() {
 			if len(missing) > 0 {

@@ -117,7 +117,7 @@ func TestIntegrationValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range def.Addons {
-		if _, ok := flowSchemas[a.Name]; ok {
+		if len(definition.KnownAddons[a.Name].FlowSchemas) > 0 {
 			continue
 		}
 		ds, err := c.AppsV1().DaemonSets(AddonNamespace).Create(ctx, daemonSet(a.Name), metav1.CreateOptions{})
