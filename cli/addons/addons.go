@@ -13,11 +13,8 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/pki"
-	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
 )
 
 // NewCommand returns `trellis addons`.
@@ -25,7 +22,8 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "addons", Short: "Render and apply the addon bundle of a cluster"}
 	var file, kubeconfig string
 	var force bool
-	var wait, state string
+	var state string
+	var wait time.Duration
 	render := &cobra.Command{
 		Use:   "render -f FILE",
 		Short: "Print the cluster's addons, in the order they are applied",
@@ -57,7 +55,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Short: "Apply the cluster's addons in dependency order (unchanged addons are skipped)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Apply(cmd.Context(), s, file, kubeconfig, wait, state, force)
+			return runApply(cmd.Context(), s, file, kubeconfig, state, wait, force)
 		},
 	}
 	diff := &cobra.Command{
@@ -91,45 +89,24 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	apply.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
 	apply.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store holding the cluster's identity root CA (AWS clusters)")
-	apply.Flags().StringVar(&wait, "wait", "0s", "how long each addon's workloads may take to become ready (0: do not wait)")
+	apply.Flags().DurationVar(&wait, "wait", 0, "how long each addon's workloads may take to become ready (0: do not wait)")
 	cmd.AddCommand(render, apply, diff)
 	return cmd
 }
 
-// Apply applies the addon bundle of the definition in file to the cluster
-// of kubeconfig, each addon waiting up to wait for its workloads; state is
-// the kops state store holding the identity root CA (AWS clusters).
-func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state string, force bool) error {
-	l, rendered, a, err := applier(file, kubeconfig, s.Out)
+// runApply is `trellis addons apply`: the library applies, this prints.
+func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, state string, wait time.Duration, force bool) error {
+	l, err := definition.Load(file)
 	if err != nil {
 		return err
 	}
-	a.Force = force
-	// The issuer's CA: for AWS clusters a signing CA under the root kept in
-	// the state store; local clusters generate their root. Either seeds the
-	// CA Secret only when the cluster has none.
-	def := l.ClusterDefinition
-	if def.Cloud == definition.CloudKind {
-		root, err := ca.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, time.Now())
-		if err != nil {
-			return err
-		}
-		if a.CA, err = pki.IssuerState(root, def.Runtime.TrustDomain); err != nil {
-			return err
-		}
-	} else if state != "" {
-		root, err := pki.Root(ctx, state, render.ClusterName(def))
-		if err != nil {
-			return fmt.Errorf("identity root CA of %s: %w (created by `trellis cluster create`)", def.Name, err)
-		}
-		if a.CA, err = pki.IssuerState(root, def.Runtime.TrustDomain); err != nil {
-			return err
-		}
-	}
-	if a.Wait, err = parseDuration(wait); err != nil {
+	cfg, err := kube.Config(kubeconfig, "trellis-addons")
+	if err != nil {
 		return err
 	}
-	res, err := a.Apply(ctx, rendered)
+	res, err := addons.Apply(ctx, l.ClusterDefinition, addons.ApplyOptions{
+		Config: cfg, Out: s.Out, StateStore: state, Wait: wait, Force: force,
+	})
 	for _, r := range res {
 		if r.Action == "unchanged" {
 			fmt.Fprintf(s.Out, "unchanged %s %s\n", r.Addon, r.Version)
@@ -158,12 +135,4 @@ func applier(file, kubeconfig string, out io.Writer) (*definition.Loaded, []addo
 		return nil, nil, nil, err
 	}
 	return l, rendered, a, nil
-}
-
-func parseDuration(s string) (d time.Duration, err error) {
-	d, err = time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("--wait: %w", err)
-	}
-	return d, nil
 }

@@ -13,11 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/render"
-	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	trellislocal "github.com/trellis-dev/trellis/local"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
 )
@@ -28,9 +26,6 @@ const (
 	EtcdVersion       = "v3.6.10"
 	CoreDNSVersion    = "v1.14.2"
 )
-
-// SampleImage is the image of config/samples' workload (cmd/trellis-hello).
-const SampleImage = "trellis/hello:0.1.0"
 
 // imageFlags are the inputs of the node image.
 type imageFlags struct {
@@ -145,85 +140,24 @@ type upOptions struct {
 }
 
 func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
-	start := time.Now()
-	log := logger(s)
 	l, err := definition.Load(o.file)
 	if err != nil {
 		return err
 	}
-	def := l.ClusterDefinition
-	rendered, err := addons.Render(def)
+	log := logger(s)
+	res, err := trellislocal.Up(ctx, l.ClusterDefinition, trellislocal.Options{
+		Kubeconfig: o.kubeconfig, Bin: o.bin, Image: o.image.options(log),
+		Recreate: o.recreate, Retain: o.retain, Wait: o.wait, Log: log, Out: s.Out,
+	})
 	if err != nil {
 		return err
 	}
-	host := render.DetectHostQuirks()
-	log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScoreAdj", host.NoNegativeOOMScoreAdj)
-	iopts := o.image.options(log)
-	image, err := nodeimage.Build(ctx, iopts)
-	if err != nil {
-		return err
+	var took time.Duration
+	for _, st := range res.Steps {
+		took += st.Duration
 	}
-	cfg, err := kindcluster.Config(def, image, host, iopts)
-	if err != nil {
-		return err
-	}
-	c := kindcluster.New(def.Name, o.kubeconfig, log)
-	c.Retain = o.retain
-	exists, err := c.Exists()
-	if err != nil {
-		return err
-	}
-	if exists && o.recreate {
-		if err := c.Delete(); err != nil {
-			return err
-		}
-		exists = false
-	}
-	if exists {
-		log.Info("reusing the kind cluster", "name", def.Name)
-		// kind writes the kubeconfig only on create.
-		if err := c.WriteKubeconfig(); err != nil {
-			return err
-		}
-	} else {
-		log.Info("creating the kind cluster", "name", def.Name, "nodes", len(cfg.Nodes), "image", image)
-		if err := c.Create(cfg, image); err != nil {
-			return err
-		}
-	}
-	if err := labelInstanceGroups(ctx, o.kubeconfig); err != nil {
-		return err
-	}
-	bin := o.bin
-	if bin == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		bin = filepath.Dir(self)
-	}
-	images, err := kindcluster.BuildImages(ctx, append(kindcluster.RuntimeImages(rendered), SampleImage), bin, iopts)
-	if err != nil {
-		return err
-	}
-	log.Info("loading the Trellis images into the nodes", "images", len(images))
-	changed, err := c.Load(ctx, images)
-	if err != nil {
-		return err
-	}
-	if len(changed) > 0 {
-		// Pods on a changed image restart onto it (their controllers make
-		// new ones); before the apply, so it waits for the new ones.
-		if err := restartPods(ctx, o.kubeconfig, changed, log); err != nil {
-			return err
-		}
-	}
-	log.Info("applying the addon bundle", "addons", len(rendered))
-	if err := addonscmd.Apply(ctx, s, o.file, o.kubeconfig, o.wait.String(), "", false); err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Out, "\nLocal cluster %s is up in %s, wired like production.\n", def.Name, time.Since(start).Round(time.Second))
-	fmt.Fprintf(s.Out, "  export KUBECONFIG=%s\n  kubectl get nodes -o wide\n  kubectl apply -f config/samples/\n  kubectl get trellisservices\n", o.kubeconfig)
+	fmt.Fprintf(s.Out, "\nLocal cluster %s is up in %s, wired like production.\n", res.Cluster, took.Round(time.Second))
+	fmt.Fprintf(s.Out, "  export KUBECONFIG=%s\n  kubectl get nodes -o wide\n  kubectl apply -f config/samples/\n  kubectl get trellisservices\n", res.Kubeconfig)
 	fmt.Fprintf(s.Out, "Delete it with: trellis local down -f %s\n", o.file)
 	return nil
 }

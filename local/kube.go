@@ -8,19 +8,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/bootstrap/render"
-
-	"github.com/trellis-dev/trellis/cli/internal/kube"
 )
 
 // restartPods deletes the pods that run any of images, so that their
 // controllers replace them with pods on the image's new content.
-func restartPods(ctx context.Context, kubeconfig string, images []string, log *slog.Logger) error {
-	cs, err := kube.Client(kubeconfig, "trellis-local")
-	if err != nil {
-		return err
-	}
+func restartPods(ctx context.Context, cs kubernetes.Interface, images []string, log *slog.Logger) error {
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
@@ -44,12 +39,8 @@ func restartPods(ctx context.Context, kubeconfig string, images []string, log *s
 // labelInstanceGroups gives every node the instance-group label kops's
 // nodes carry (render.LabelInstanceGroup), from the one it registered with,
 // as kops-controller does on AWS: validation reads the same label here.
-func labelInstanceGroups(ctx context.Context, kubeconfig string) error {
-	cs, err := kube.Client(kubeconfig, "trellis-local")
-	if err != nil {
-		return err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func (u *up) labelInstanceGroups(ctx context.Context) error {
+	nodes, err := u.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
@@ -59,7 +50,7 @@ func labelInstanceGroups(ctx context.Context, kubeconfig string) error {
 			continue
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, render.LabelInstanceGroup, ig)
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := u.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("label node %s: %w", n.Name, err)
 		}
 	}

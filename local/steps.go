@@ -1,0 +1,127 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/local/kindcluster"
+	"github.com/trellis-dev/trellis/local/nodeimage"
+)
+
+// steps are Up's steps, in order.
+func (u *up) steps() []Step {
+	return []Step{
+		{Name: "node image", Execute: u.nodeImage},
+		{Name: "cluster", Execute: u.ensureCluster},
+		{Name: "instance-group labels", Execute: u.labelInstanceGroups},
+		{Name: "images", Execute: u.loadImages},
+		{Name: "addons", Execute: u.applyAddons},
+	}
+}
+
+// nodeImage assembles the kind node image (cached by content).
+func (u *up) nodeImage(ctx context.Context) error {
+	img, err := nodeimage.Build(ctx, u.o.Image)
+	if err != nil {
+		return err
+	}
+	u.image = img
+	return nil
+}
+
+// ensureCluster creates the kind cluster, or reuses (or, with Recreate,
+// replaces) an existing one.
+func (u *up) ensureCluster(ctx context.Context) error {
+	host := render.DetectHostQuirks()
+	u.o.Log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScoreAdj", host.NoNegativeOOMScoreAdj)
+	cfg, err := kindcluster.Config(u.def, u.image, host, u.o.Image)
+	if err != nil {
+		return err
+	}
+	exists, err := u.cluster.Exists()
+	if err != nil {
+		return err
+	}
+	if exists && u.o.Recreate {
+		if err := u.cluster.Delete(); err != nil {
+			return err
+		}
+		exists = false
+	}
+	if exists {
+		u.o.Log.Info("reusing the kind cluster", "name", u.def.Name)
+		// kind writes the kubeconfig only on create.
+		if err := u.cluster.WriteKubeconfig(); err != nil {
+			return err
+		}
+	} else {
+		u.o.Log.Info("creating the kind cluster", "name", u.def.Name, "nodes", len(cfg.Nodes), "image", u.image)
+		if err := u.cluster.Create(cfg, u.image); err != nil {
+			return err
+		}
+		u.created = true
+	}
+	return u.connect()
+}
+
+// connect builds the clients of the cluster's kubeconfig.
+func (u *up) connect() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", u.o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", u.o.Kubeconfig, err)
+	}
+	cfg.UserAgent = "trellis-local"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	u.rest, u.client = cfg, cs
+	return nil
+}
+
+// loadImages builds the runtime and sample images from the static binaries
+// and loads them into every node; pods on an image whose content changed
+// are restarted onto it (before the addons, so their waits see new pods).
+func (u *up) loadImages(ctx context.Context) error {
+	bin := u.o.Bin
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bin = filepath.Dir(self)
+	}
+	images, err := kindcluster.BuildImages(ctx, append(kindcluster.RuntimeImages(u.rendered), SampleImage), bin, u.o.Image)
+	if err != nil {
+		return err
+	}
+	u.o.Log.Info("loading the Trellis images into the nodes", "images", len(images))
+	changed, err := u.cluster.Load(ctx, images)
+	if err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return restartPods(ctx, u.client, changed, u.o.Log)
+}
+
+// applyAddons applies the addon bundle, each addon waiting up to Wait.
+func (u *up) applyAddons(ctx context.Context) error {
+	res, err := addons.Apply(ctx, u.def, addons.ApplyOptions{Config: u.rest, Out: u.o.Out, Wait: u.o.Wait, Clock: u.o.Clock})
+	if u.o.Out != nil {
+		for _, r := range res {
+			if r.Action == "unchanged" {
+				fmt.Fprintf(u.o.Out, "unchanged %s %s\n", r.Addon, r.Version)
+			}
+		}
+	}
+	return err
+}
