@@ -12,12 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trellis-dev/trellis/internal/versions"
 )
 
-// Supported Kubernetes minor versions: what the pinned kops (1.36) manages.
+// Supported Kubernetes versions (versions.env): the minors the pinned kops
+// manages, from the first patch of the oldest to the last of the newest.
 var (
-	MinKubernetesVersion = semver.MustParse("1.34.0")
-	MaxKubernetesVersion = semver.MustParse("1.36.99")
+	MinKubernetesVersion = versions.MinKubernetes
+	MaxKubernetesVersion = versions.MaxKubernetes
 )
 
 // AddonInfo is what the addon bundle's index says of one addon.

@@ -18,15 +18,16 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/internal/versions"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
 )
 
 // Versions of what a local node runs, aligned with `make tools`.
-const (
-	KubernetesVersion = "v1.36.3"
-	EtcdVersion       = "v3.6.10"
-	CoreDNSVersion    = "v1.14.2"
+var (
+	KubernetesVersion = versions.Kubernetes
+	EtcdVersion       = versions.Etcd
+	CoreDNSVersion    = versions.CoreDNS
 )
 
 // SampleImage is the image of config/samples' workload (cmd/trellis-hello).
