@@ -28,8 +28,12 @@ tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION) and the kops CLI
 	./hack/build-kops.sh
 	./hack/build-coredns.sh
 
+.PHONY: test-deps
+test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, iptables ...); as root, apt-get install the missing ones
+	./hack/test-deps.sh
+
 .PHONY: test
-test: tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
+test: test-deps tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
@@ -37,7 +41,7 @@ test-unit: ## Run unit tests only
 	$(GO) test $(GOTEST_FLAGS) -skip '^TestIntegration' ./...
 
 .PHONY: test-integration
-test-integration: tools ## Run integration tests only
+test-integration: test-deps tools ## Run integration tests only
 	$(GO) test $(GOTEST_FLAGS) -run '^TestIntegration' ./...
 
 .PHONY: e2e
