@@ -4,8 +4,11 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
-K8S_VERSION  ?= v1.36.3
-ETCD_VERSION ?= v3.6.10
+# The pinned versions (K8S_VERSION, ETCD_VERSION, KOPS_VERSION ...) are
+# internal/versions/versions.env's, exported to the hack scripts; the
+# environment or the command line wins (K8S_VERSION=v1.36.4 make tools).
+VERSIONS_ENV := internal/versions/versions.env
+$(foreach kv,$(shell sed -n 's/^\([A-Z][A-Z0-9_]*\)=/export \1?=/p' $(VERSIONS_ENV)),$(eval $(kv)))
 export TRELLIS_CACHE ?= $(HOME)/.cache/trellis
 # Tests never talk to AWS or its metadata service.
 export AWS_EC2_METADATA_DISABLED := true
@@ -21,12 +24,16 @@ build: ## Build the trellis binaries (static, for the local images) into ./bin
 
 .PHONY: tools
 tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION) and the kops CLI into $(TRELLIS_CACHE) (once)
-	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) ./hack/build-k8s.sh
+	./hack/build-k8s.sh
 	./hack/build-kops.sh
 	./hack/build-coredns.sh
 
+.PHONY: test-deps
+test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, iptables ...); as root, apt-get install the missing ones
+	./hack/test-deps.sh
+
 .PHONY: test
-test: tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
+test: test-deps tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
@@ -34,7 +41,7 @@ test-unit: ## Run unit tests only
 	$(GO) test $(GOTEST_FLAGS) -skip '^TestIntegration' ./...
 
 .PHONY: test-integration
-test-integration: tools ## Run integration tests only
+test-integration: test-deps tools ## Run integration tests only
 	$(GO) test $(GOTEST_FLAGS) -run '^TestIntegration' ./...
 
 .PHONY: e2e

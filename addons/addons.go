@@ -1,5 +1,6 @@
 // Package addons is the addon bundle every cluster gets: embedded,
-// versioned manifests rendered from the cluster definition and applied in
+// versioned manifests (package manifests: the templates and their index)
+// rendered from the cluster definition and applied in
 // dependency order with server-side apply. The same renderer wires a kind
 // cluster and a production cluster; only the definition's values differ.
 package addons
@@ -7,7 +8,6 @@ package addons
 import (
 	"bytes"
 	"crypto/sha256"
-	"embed"
 	"fmt"
 	"io/fs"
 	"path"
@@ -16,46 +16,19 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/blang/semver/v4"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/trellis-dev/trellis/addons/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/config"
 )
 
-//go:embed manifests
-var manifests embed.FS
-
 // Namespace is where the runtime runs.
 const Namespace = "trellis-system"
 
-// Addon is an entry of the bundle's index.
-type Addon struct {
-	Name    string
-	Version string
-	// DependsOn are applied (and ready) first.
-	DependsOn []string
-	// Kubernetes range supported.
-	MinKubernetes, MaxKubernetes semver.Version
-	// CRDs: the addon ships the workload CRDs.
-	CRDs bool
-}
-
-var k134, k136 = semver.MustParse("1.34.0"), semver.MustParse("1.36.99")
-
-// Index is the bundle. bootstrap/definition.KnownAddons is checked
-// against it by a test.
-var Index = []Addon{
-	{Name: "trellis-flowcontrol", Version: "0.1.0", MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "trellis-netd", Version: "0.1.0", MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "trellis-cert-issuer", Version: "0.1.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "trellis-cert-agent", Version: "0.1.0", DependsOn: []string{"trellis-cert-issuer"}, MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "zookeeper", Version: "3.8.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: semver.MustParse("1.30.0"), MaxKubernetes: k136},
-	{Name: "trellis-zk-registrar", Version: "0.1.0", DependsOn: []string{"trellis-netd", "zookeeper"}, MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "trellis-log-shipper", Version: "0.1.0", DependsOn: []string{"trellis-netd"}, MinKubernetes: k134, MaxKubernetes: k136},
-	{Name: "trellis-controller", Version: "0.1.0", DependsOn: []string{"trellis-cert-agent", "trellis-zk-registrar", "trellis-log-shipper"}, MinKubernetes: k134, MaxKubernetes: k136, CRDs: true},
-}
+// Addon is an entry of the bundle's index (addons/manifests/index.yaml).
+type Addon = manifests.Addon
 
 // Rendered is one addon's objects, ready to apply.
 type Rendered struct {
@@ -131,7 +104,7 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 // Order returns the definition's addons from the index, dependencies
 // first (ties by name, so the order is stable).
 func Order(def *definition.ClusterDefinition) ([]Addon, error) {
-	return order(Index, def)
+	return order(manifests.Index, def)
 }
 
 func order(index []Addon, def *definition.ClusterDefinition) ([]Addon, error) {
@@ -201,13 +174,12 @@ func renderAddon(a Addon, v Values) ([]*unstructured.Unstructured, []byte, error
 			raw.Write(b)
 		}
 	}
-	dir := "manifests/" + a.Name
-	entries, err := fs.ReadDir(manifests, dir)
+	entries, err := fs.ReadDir(manifests.FS, a.Name)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, e := range entries {
-		b, err := fs.ReadFile(manifests, dir+"/"+e.Name())
+		b, err := fs.ReadFile(manifests.FS, a.Name+"/"+e.Name())
 		if err != nil {
 			return nil, nil, err
 		}

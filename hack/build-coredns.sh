@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds CoreDNS (the image kubeadm deploys for cluster DNS) from its Go
 # module into the cache, once, for local node images. Prints the directory.
-#   COREDNS_VERSION (default v1.14.2, what kubeadm v1.36 deploys)
+#   COREDNS_VERSION (default: internal/versions/versions.env's, what kubeadm deploys)
 set -euo pipefail
-COREDNS_VERSION=${COREDNS_VERSION:-v1.14.2}
+source "$(dirname "$0")/lib/versions.sh"
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 out="${CACHE}/coredns/${COREDNS_VERSION}"
 if [[ ! -x "${out}/coredns" ]]; then

@@ -3,14 +3,13 @@
 # directory keyed by version, once. Every test run and CI on the same machine
 # reuses them. Prints the directory holding the binaries on stdout.
 #
-#   K8S_VERSION   Kubernetes release to build (default v1.36.3)
-#   ETCD_VERSION  etcd release to build (default v3.6.10)
+#   K8S_VERSION   Kubernetes release to build (default: internal/versions/versions.env's)
+#   ETCD_VERSION  etcd release to build (default: internal/versions/versions.env's)
 #   TRELLIS_CACHE cache root (default ~/.cache/trellis)
 #   K8S_BINARIES  space-separated cmd names (default: control plane + node + kubectl)
 set -euo pipefail
+source "$(dirname "$0")/lib/versions.sh"
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.10}
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 K8S_BINARIES=${K8S_BINARIES:-"kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"}
 

@@ -2,12 +2,12 @@
 # Builds the real kops CLI from the pinned k8s.io/kops module into the cache,
 # once, so tests can check that it reads what Trellis writes. Prints its path.
 #
-#   KOPS_VERSION  kops release (default: the version pinned in go.mod)
+#   KOPS_VERSION  kops release (default: internal/versions/versions.env's, go.mod's k8s.io/kops)
 #   TRELLIS_CACHE cache root (default ~/.cache/trellis)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-KOPS_VERSION=${KOPS_VERSION:-$(awk '$1 == "k8s.io/kops" {print $2; exit}' "${root}/go.mod")}
+source "${root}/hack/lib/versions.sh"
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 out="${CACHE}/kops/${KOPS_VERSION}/kops"
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds kwok (simulated nodes for `make bench-scale`) from its Go module into
 # the cache, once, with the stage configuration it runs. Prints the directory.
-#   KWOK_VERSION (default v0.8.0)
+#   KWOK_VERSION (default: internal/versions/versions.env's)
 set -euo pipefail
-KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+source "$(dirname "$0")/lib/versions.sh"
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 out="${CACHE}/kwok/${KWOK_VERSION}"
 if [[ ! -x "${out}/kwok" ]]; then

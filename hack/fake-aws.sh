@@ -9,9 +9,10 @@
 #      the bundle's pods stay Pending). `make local` is the cluster with nodes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "${root}/hack/lib/versions.sh"
 trellis="${root}/bin/trellis"
 work="${TRELLIS_LOCAL_DIR:-${root}/_output/local}"
-bin=$(K8S_VERSION=${K8S_VERSION:-v1.36.3} "${root}/hack/build-k8s.sh")
+bin=$("${root}/hack/build-k8s.sh")
 mkdir -p "${work}"
 
 echo "==> Rendering every cluster definition"
@@ -32,7 +33,7 @@ if [[ -f "${cpdir}/pid" ]] && kill -0 "$(cat "${cpdir}/pid")" 2>/dev/null; then
   kill "$(cat "${cpdir}/pid")"; while kill -0 "$(cat "${cpdir}/pid")" 2>/dev/null; do sleep 0.2; done
 fi
 rm -rf "${cpdir}"; mkdir -p "${cpdir}"
-echo "==> Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler ${K8S_VERSION:-v1.36.3} on loopback"
+echo "==> Starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler ${K8S_VERSION} on loopback"
 go build -o "${root}/bin/controlplane" "${root}/hack/controlplane"
 TRELLIS_K8S_BIN="${bin}" nohup "${root}/bin/controlplane" -dir "${cpdir}" >"${cpdir}/controlplane.log" 2>&1 &
 echo $! >"${cpdir}/pid"

@@ -6,9 +6,10 @@
 # up`), then the sample TrellisService run on it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "${root}/hack/lib/versions.sh"
 cd "${root}"
 start=$(date +%s)
-kubectl="${TRELLIS_CACHE:-${HOME}/.cache/trellis}/k8s/${K8S_VERSION:-v1.36.3}/kubectl"
+kubectl="${TRELLIS_CACHE:-${HOME}/.cache/trellis}/k8s/${K8S_VERSION}/kubectl"
 export KUBECONFIG="${TRELLIS_LOCAL_KUBECONFIG:-${HOME}/.kube/trellis-local.kubeconfig}"
 
 ./hack/local-host.sh

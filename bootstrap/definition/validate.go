@@ -12,44 +12,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trellis-dev/trellis/addons/manifests"
+	"github.com/trellis-dev/trellis/internal/versions"
 )
 
-// Supported Kubernetes minor versions: what the pinned kops (1.36) manages.
+// Supported Kubernetes versions (versions.env): the minors the pinned kops
+// manages, from the first patch of the oldest to the last of the newest.
 var (
-	MinKubernetesVersion = semver.MustParse("1.34.0")
-	MaxKubernetesVersion = semver.MustParse("1.36.99")
+	MinKubernetesVersion = versions.MinKubernetes
+	MaxKubernetesVersion = versions.MaxKubernetes
 )
 
-// AddonInfo is what the addon bundle's index says of one addon.
-type AddonInfo struct {
-	Versions []string
-	// MinKubernetes and MaxKubernetes bound the Kubernetes minors it supports.
-	MinKubernetes semver.Version
-	MaxKubernetes semver.Version
-	// FlowSchemas an addon that runs no workload configures: cluster
-	// validation checks them instead of a workload named after the addon.
-	FlowSchemas []string
-}
-
-// KnownAddons is the addon bundle's index. The addons package owns the
-// bundle; this is the contract definitions are checked against.
-var KnownAddons = map[string]AddonInfo{
-	"trellis-flowcontrol": {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99"),
-		FlowSchemas: []string{"trellis-system", "trellis-tenants"}},
-	"trellis-netd":         {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"trellis-cert-issuer":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"trellis-cert-agent":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"trellis-zk-registrar": {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"trellis-log-shipper":  {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"trellis-controller":   {Versions: []string{"0.1.0"}, MinKubernetes: semver.MustParse("1.34.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-	"zookeeper":            {Versions: []string{"3.8.0"}, MinKubernetes: semver.MustParse("1.30.0"), MaxKubernetes: semver.MustParse("1.36.99")},
-}
-
-// CheckAddonRange reports the addons of d that do not support Kubernetes v.
+// CheckAddonRange reports the addons of d that do not support Kubernetes v,
+// as the addon bundle's index (addons/manifests) says.
 func CheckAddonRange(d *ClusterDefinition, p *field.Path, v semver.Version) field.ErrorList {
 	var errs field.ErrorList
 	for i, a := range d.Addons {
-		info, ok := KnownAddons[a.Name]
+		info, ok := manifests.Lookup(a.Name)
 		if !ok {
 			continue
 		}
@@ -418,7 +398,7 @@ func validateAddons(d *ClusterDefinition) field.ErrorList {
 	seen := map[string]bool{}
 	for i, a := range d.Addons {
 		p := field.NewPath("addons").Index(i)
-		info, ok := KnownAddons[a.Name]
+		info, ok := manifests.Lookup(a.Name)
 		switch {
 		case a.Name == "":
 			errs = append(errs, field.Required(p.Child("name"), ""))
@@ -426,21 +406,12 @@ func validateAddons(d *ClusterDefinition) field.ErrorList {
 			errs = append(errs, field.NotFound(p.Child("name"), a.Name))
 		case seen[a.Name]:
 			errs = append(errs, field.Duplicate(p.Child("name"), a.Name))
-		case a.Version != "" && !contains(info.Versions, a.Version):
-			errs = append(errs, field.NotSupported(p.Child("version"), a.Version, info.Versions))
+		case a.Version != "" && a.Version != info.Version:
+			errs = append(errs, field.NotSupported(p.Child("version"), a.Version, []string{info.Version}))
 		}
 		seen[a.Name] = true
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func validateRuntime(d *ClusterDefinition) field.ErrorList {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/trellis-dev/trellis/addons/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 )
@@ -142,14 +143,14 @@ func expectedGroups(def *definition.ClusterDefinition) []Group {
 // must be fully rolled out, a Deployment or StatefulSet fully available.
 // Addons without a workload are checked by what they configure.
 func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name string) error {
-	if fss := definition.KnownAddons[name].FlowSchemas; len(fss) > 0 {
+	if a, _ := manifests.Lookup(name); len(a.FlowSchemas) > 0 {
 		var missing []string
 		defer func() {
 			if len(missing) > 0 {
 				r.fail("Addon", name, "not installed: no FlowSchema "+strings.Join(missing, ", "))
 			}
 		}()
-		for _, fs := range fss {
+		for _, fs := range a.FlowSchemas {
 			got, err := c.FlowcontrolV1().FlowSchemas().Get(ctx, fs, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				missing = append(missing, fs)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/trellis-dev/trellis/addons/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
@@ -117,7 +118,7 @@ func TestIntegrationValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range def.Addons {
-		if len(definition.KnownAddons[a.Name].FlowSchemas) > 0 {
+		if info, _ := manifests.Lookup(a.Name); len(info.FlowSchemas) > 0 {
 			continue
 		}
 		ds, err := c.AppsV1().DaemonSets(AddonNamespace).Create(ctx, daemonSet(a.Name), metav1.CreateOptions{})

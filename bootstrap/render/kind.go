@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/internal/versions"
 )
 
 // HostQuirks are properties of the machine a local cluster runs on that its
@@ -24,7 +25,7 @@ type HostQuirks struct {
 }
 
 // DefaultNodeImage is the kind node image `trellis local node-image` builds.
-const DefaultNodeImage = "trellis/kind-node:v1.36.3"
+var DefaultNodeImage = "trellis/kind-node:" + versions.Kubernetes
 
 // LabelInstanceGroup is the node label naming the instance group a node
 // belongs to: kops sets it on AWS (kops-controller), `trellis local up` on

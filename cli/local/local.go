@@ -15,16 +15,10 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/internal/versions"
 	trellislocal "github.com/trellis-dev/trellis/local"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
-)
-
-// Versions of what a local node runs, aligned with `make tools`.
-const (
-	KubernetesVersion = "v1.36.3"
-	EtcdVersion       = "v3.6.10"
-	CoreDNSVersion    = "v1.14.2"
 )
 
 // imageFlags are the inputs of the node image.
@@ -40,15 +34,15 @@ func (f *imageFlags) register(cmd *cobra.Command) {
 	}
 	self, _ := os.Executable()
 	cmd.Flags().StringVar(&f.cache, "cache", cache, "cache directory (the debootstrap rootfs; $TRELLIS_CACHE)")
-	cmd.Flags().StringVar(&f.kubeBin, "kube-bin", filepath.Join(cache, "k8s", KubernetesVersion), "Kubernetes and etcd binaries (`make tools`)")
-	cmd.Flags().StringVar(&f.coredns, "coredns", filepath.Join(cache, "coredns", CoreDNSVersion, "coredns"), "static coredns binary (hack/build-coredns.sh)")
+	cmd.Flags().StringVar(&f.kubeBin, "kube-bin", filepath.Join(cache, "k8s", versions.Kubernetes), "Kubernetes and etcd binaries (`make tools`)")
+	cmd.Flags().StringVar(&f.coredns, "coredns", filepath.Join(cache, "coredns", versions.CoreDNS, "coredns"), "static coredns binary (hack/build-coredns.sh)")
 	cmd.Flags().StringVar(&f.pause, "pause", filepath.Join(filepath.Dir(self), "trellis-pause"), "static pause binary (cmd/trellis-pause)")
 }
 
 func (f *imageFlags) options(log *slog.Logger) nodeimage.Options {
 	return nodeimage.Options{
-		KubernetesVersion: KubernetesVersion, KubeBin: f.kubeBin, EtcdVersion: EtcdVersion,
-		CoreDNS: f.coredns, CoreDNSVersion: CoreDNSVersion, Pause: f.pause, Cache: f.cache, Log: log,
+		KubernetesVersion: versions.Kubernetes, KubeBin: f.kubeBin, EtcdVersion: versions.Etcd,
+		CoreDNS: f.coredns, CoreDNSVersion: versions.CoreDNS, Pause: f.pause, Cache: f.cache, Log: log,
 	}
 }
 

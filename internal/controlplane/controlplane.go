@@ -16,12 +16,14 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/trellis-dev/trellis/internal/versions"
 )
 
-// KubernetesVersion is the version `make tools` builds; the binaries live in
-// $TRELLIS_CACHE/k8s/<version> (default ~/.cache/trellis) unless
-// TRELLIS_K8S_BIN names another folder.
-const KubernetesVersion = "v1.36.3"
+// KubernetesVersion is the version `make tools` builds (versions.Kubernetes);
+// the binaries live in $TRELLIS_CACHE/k8s/<version> (default
+// ~/.cache/trellis) unless TRELLIS_K8S_BIN names another folder.
+var KubernetesVersion = versions.Kubernetes
 
 const adminToken = "trellis-test-admin-token"
 

@@ -7,7 +7,7 @@ import (
 )
 
 // KubernetesVersion is the version `make tools` builds.
-const KubernetesVersion = controlplane.KubernetesVersion
+var KubernetesVersion = controlplane.KubernetesVersion
 
 // Options choose which components run beside etcd and the apiserver.
 type Options = controlplane.Options
