@@ -11,12 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,9 +30,11 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
-	"github.com/trellis-dev/trellis/controller/kinds"
+	"github.com/trellis-dev/trellis/controller/trelliscronjob"
+	"github.com/trellis-dev/trellis/controller/trellisdaemon"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
+	"github.com/trellis-dev/trellis/controller/trellisstatefulset"
 	"github.com/trellis-dev/trellis/controller/trellistrainingjob"
 )
 
@@ -94,7 +94,7 @@ func (c *Config) defaults() {
 		c.ProfileRolloutInterval = time.Minute
 	}
 	if c.DaemonNamespaces == nil {
-		c.DaemonNamespaces = kinds.DefaultDaemonNamespaces
+		c.DaemonNamespaces = trellisdaemon.DefaultNamespaces
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
@@ -215,11 +215,12 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}
 	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
 	events := mgr.GetEventRecorder("trellis-controller")
+	env := workload.Env{Clients: clients, Events: events}
 	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
-	if err := register(mgr, opts, kinds.CronJob(), func() client.ObjectList { return &v1alpha1.TrellisCronJobList{} }, []client.Object{&batchv1.CronJob{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, trelliscronjob.Workload{}, env, profiles); err != nil {
 		return nil, err
 	}
-	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), func() client.ObjectList { return &v1alpha1.TrellisDaemonList{} }, []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}, env, profiles); err != nil {
 		return nil, err
 	}
 	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob").
@@ -235,21 +236,25 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 			return nil, err
 		}
 	}
-	if err := register(mgr, opts, kinds.StatefulSet(), func() client.ObjectList { return &v1alpha1.TrellisStatefulSetList{} }, []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
+	if err := register(mgr, opts, trellisstatefulset.Workload{}, env, profiles); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
 // register adds a controller for a kind reconciled by the shared loop.
-func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], newList func() client.ObjectList, owns []client.Object, c workload.Clients, ev events.EventRecorder, p workload.ProfileSource) error {
-	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name)).
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), newList), builder.WithPredicates(isProfile))
-	for _, o := range owns {
+func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], env workload.Env, p workload.ProfileSource) error {
+	r, err := workload.NewReconciler(k, env, p)
+	if err != nil {
+		return err
+	}
+	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name())).
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), k.NewList), builder.WithPredicates(isProfile))
+	for _, o := range k.Owns() {
 		b = b.Owns(o)
 	}
-	if err := b.Complete(&workload.Reconciler[T]{Kind: k, Clients: c, Events: ev, Profiles: p}); err != nil {
-		return fmt.Errorf("failed to register %s controller: %w", k.Name, err)
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("failed to register %s controller: %w", k.Name(), err)
 	}
 	return nil
 }

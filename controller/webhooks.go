@@ -10,9 +10,11 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
-	"github.com/trellis-dev/trellis/controller/kinds"
+	"github.com/trellis-dev/trellis/controller/trelliscronjob"
+	"github.com/trellis-dev/trellis/controller/trellisdaemon"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
+	"github.com/trellis-dev/trellis/controller/trellisstatefulset"
 	"github.com/trellis-dev/trellis/controller/trellistrainingjob"
 	"github.com/trellis-dev/trellis/controller/webhook"
 )
@@ -58,15 +60,15 @@ func registerWebhooks(mgr manager.Manager, cfg Config, p workload.ProfileSource)
 			func(o *v1alpha1.TrellisJobSet) []*v1alpha1.PodTemplate {
 				return []*v1alpha1.PodTemplate{&o.Spec.Template}
 			}),
-		registerWebhook(mgr, &v1alpha1.TrellisCronJob{}, p, kinds.TranslateCronJob,
+		registerWebhook(mgr, &v1alpha1.TrellisCronJob{}, p, trelliscronjob.Translate,
 			func(o *v1alpha1.TrellisCronJob) []*v1alpha1.PodTemplate {
 				return []*v1alpha1.PodTemplate{&o.Spec.Template}
 			}),
-		registerWebhook(mgr, &v1alpha1.TrellisDaemon{}, p, kinds.TranslateDaemon(cfg.DaemonNamespaces),
+		registerWebhook(mgr, &v1alpha1.TrellisDaemon{}, p, trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}.Translate,
 			func(o *v1alpha1.TrellisDaemon) []*v1alpha1.PodTemplate {
 				return []*v1alpha1.PodTemplate{&o.Spec.Template}
 			}),
-		registerWebhook(mgr, &v1alpha1.TrellisStatefulSet{}, p, kinds.TranslateStatefulSet,
+		registerWebhook(mgr, &v1alpha1.TrellisStatefulSet{}, p, trellisstatefulset.Translate,
 			func(o *v1alpha1.TrellisStatefulSet) []*v1alpha1.PodTemplate {
 				return []*v1alpha1.PodTemplate{&o.Spec.Template}
 			}),
