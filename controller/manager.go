@@ -131,7 +131,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	owned := append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
+	owned := append(append(trellisservice.Workload{}.Owns(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
 	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
@@ -178,23 +178,12 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		Cache: mgr.GetCache(), Client: mgr.GetClient(),
 		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: time.Now,
 	}
-	r := &trellisservice.Reconciler{
-		Client:    mgr.GetClient(),
-		Reader:    mgr.GetCache(),
-		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  profiles,
-	}
-	b := builder.ControllerManagedBy(mgr).
-		For(&v1alpha1.TrellisService{}).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisservice").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisServiceList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellisservice.OwnedTypes() {
-		b = b.Owns(o)
-	}
-	if err := b.Complete(r); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisService controller: %w", err)
+	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
+	events := mgr.GetEventRecorder("trellis-controller")
+	env := workload.Env{Clients: clients, Events: events}
+	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
+	if err := register(mgr, opts, trellisservice.Workload{}, env, profiles); err != nil {
+		return nil, err
 	}
 	jb := builder.ControllerManagedBy(mgr).
 		For(&v1alpha1.TrellisJobSet{}).
@@ -213,10 +202,6 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
 	}
-	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
-	events := mgr.GetEventRecorder("trellis-controller")
-	env := workload.Env{Clients: clients, Events: events}
-	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
 	if err := register(mgr, opts, trelliscronjob.Workload{}, env, profiles); err != nil {
 		return nil, err
 	}
