@@ -131,7 +131,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	owned := append(append(trellisservice.Workload{}.Owns(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
+	owned := append(append(trellisservice.Workload{}.Owns(), trellisjobset.Workload{}.Owns()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
 	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
@@ -185,22 +185,8 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	if err := register(mgr, opts, trellisservice.Workload{}, env, profiles); err != nil {
 		return nil, err
 	}
-	jb := builder.ControllerManagedBy(mgr).
-		For(&v1alpha1.TrellisJobSet{}).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisjobset").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisJobSetList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellisjobset.OwnedTypes() {
-		jb = jb.Owns(o)
-	}
-	if err := jb.Complete(&trellisjobset.Reconciler{
-		Client:    mgr.GetClient(),
-		Reader:    mgr.GetCache(),
-		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  profiles,
-	}); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
+	if err := register(mgr, opts, trellisjobset.Workload{}, env, profiles); err != nil {
+		return nil, err
 	}
 	if err := register(mgr, opts, trelliscronjob.Workload{}, env, profiles); err != nil {
 		return nil, err
