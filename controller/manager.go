@@ -194,13 +194,8 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	if err := register(mgr, opts, trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}, env, profiles); err != nil {
 		return nil, err
 	}
-	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisTrainingJobList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellistrainingjob.OwnedTypes() {
-		tb = tb.Owns(o)
-	}
-	if err := tb.Complete(&trellistrainingjob.Reconciler{Clients: clients, Events: events, Profiles: profiles}); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisTrainingJob controller: %w", err)
+	if err := register(mgr, opts, trellistrainingjob.Workload{}, env, profiles); err != nil {
+		return nil, err
 	}
 	if cfg.Webhook != nil {
 		if err := registerWebhooks(mgr, cfg, profiles); err != nil {
