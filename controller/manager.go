@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,7 +129,11 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	owned := append(append(trellisservice.Workload{}.Owns(), trellisjobset.Workload{}.Owns()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
+	kinds := workloads(cfg)
+	owned := []client.Object{&corev1.ConfigMap{}}
+	for _, k := range kinds {
+		owned = append(owned, k.Owns()...)
+	}
 	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
@@ -178,39 +180,46 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		Cache: mgr.GetCache(), Client: mgr.GetClient(),
 		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: time.Now,
 	}
-	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
-	events := mgr.GetEventRecorder("trellis-controller")
-	env := workload.Env{Clients: clients, Events: events}
+	env := workload.Env{
+		Clients: workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()},
+		Events:  mgr.GetEventRecorder("trellis-controller"),
+	}
 	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
-	if err := register(mgr, opts, trellisservice.Workload{}, env, profiles); err != nil {
-		return nil, err
-	}
-	if err := register(mgr, opts, trellisjobset.Workload{}, env, profiles); err != nil {
-		return nil, err
-	}
-	if err := register(mgr, opts, trelliscronjob.Workload{}, env, profiles); err != nil {
-		return nil, err
-	}
-	if err := register(mgr, opts, trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}, env, profiles); err != nil {
-		return nil, err
-	}
-	if err := register(mgr, opts, trellistrainingjob.Workload{}, env, profiles); err != nil {
-		return nil, err
-	}
-	if cfg.Webhook != nil {
-		if err := registerWebhooks(mgr, cfg, profiles); err != nil {
+	for _, k := range kinds {
+		if err := k.register(mgr, opts, env, profiles, cfg.Webhook != nil); err != nil {
 			return nil, err
 		}
-	}
-	if err := register(mgr, opts, trellisstatefulset.Workload{}, env, profiles); err != nil {
-		return nil, err
 	}
 	return mgr, nil
 }
 
-// register adds a controller for a kind reconciled by the shared loop.
-func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], env workload.Env, p workload.ProfileSource) error {
-	r, err := workload.NewReconciler(k, env, p)
+// workloads are the kinds the controller reconciles.
+func workloads(cfg Config) []workloadKind {
+	return []workloadKind{
+		kind[*v1alpha1.TrellisService]{trellisservice.Workload{}},
+		kind[*v1alpha1.TrellisJobSet]{trellisjobset.Workload{}},
+		kind[*v1alpha1.TrellisCronJob]{trelliscronjob.Workload{}},
+		kind[*v1alpha1.TrellisDaemon]{trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}},
+		kind[*v1alpha1.TrellisTrainingJob]{trellistrainingjob.Workload{}},
+		kind[*v1alpha1.TrellisStatefulSet]{trellisstatefulset.Workload{}},
+	}
+}
+
+// workloadKind is a workload.Kind with its object type erased, so that New
+// can hold every kind in one list.
+type workloadKind interface {
+	Owns() []client.Object
+	register(mgr manager.Manager, opts ctrlcontroller.Options, env workload.Env, p workload.ProfileSource, webhooks bool) error
+}
+
+type kind[T client.Object] struct{ workload.Kind[T] }
+
+// register adds the kind's controller (named after the kind in lower case)
+// and, when asked, its admission webhook. The controller watches the kind,
+// what it owns, and the runtime profile, which requeues every object of the
+// kind so each can take (or wait for) its turn in a rollout.
+func (k kind[T]) register(mgr manager.Manager, opts ctrlcontroller.Options, env workload.Env, p workload.ProfileSource, webhooks bool) error {
+	r, err := workload.NewReconciler(k.Kind, env, p)
 	if err != nil {
 		return err
 	}
@@ -221,6 +230,9 @@ func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options,
 	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("failed to register %s controller: %w", k.Name(), err)
+	}
+	if webhooks {
+		return registerWebhook(mgr, k.Kind, p)
 	}
 	return nil
 }
