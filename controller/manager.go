@@ -8,15 +8,11 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,9 +28,11 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
-	"github.com/trellis-dev/trellis/controller/kinds"
+	"github.com/trellis-dev/trellis/controller/trelliscronjob"
+	"github.com/trellis-dev/trellis/controller/trellisdaemon"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
+	"github.com/trellis-dev/trellis/controller/trellisstatefulset"
 	"github.com/trellis-dev/trellis/controller/trellistrainingjob"
 )
 
@@ -94,7 +92,7 @@ func (c *Config) defaults() {
 		c.ProfileRolloutInterval = time.Minute
 	}
 	if c.DaemonNamespaces == nil {
-		c.DaemonNamespaces = kinds.DefaultDaemonNamespaces
+		c.DaemonNamespaces = trellisdaemon.DefaultNamespaces
 	}
 	if c.Workers == 0 {
 		c.Workers = 4
@@ -131,7 +129,11 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}
 	seen := map[string]bool{}
-	owned := append(append(trellisservice.OwnedTypes(), trellisjobset.OwnedTypes()...), &corev1.ConfigMap{}, &batchv1.CronJob{}, &appsv1.DaemonSet{}, &appsv1.StatefulSet{}, &corev1.Pod{})
+	kinds := workloads(cfg)
+	owned := []client.Object{&corev1.ConfigMap{}}
+	for _, k := range kinds {
+		owned = append(owned, k.Owns()...)
+	}
 	for _, o := range owned {
 		if t := fmt.Sprintf("%T", o); !seen[t] {
 			seen[t] = true
@@ -178,78 +180,59 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		Cache: mgr.GetCache(), Client: mgr.GetClient(),
 		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: time.Now,
 	}
-	r := &trellisservice.Reconciler{
-		Client:    mgr.GetClient(),
-		Reader:    mgr.GetCache(),
-		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  profiles,
+	env := workload.Env{
+		Clients: workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()},
+		Events:  mgr.GetEventRecorder("trellis-controller"),
 	}
-	b := builder.ControllerManagedBy(mgr).
-		For(&v1alpha1.TrellisService{}).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisservice").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisServiceList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellisservice.OwnedTypes() {
-		b = b.Owns(o)
-	}
-	if err := b.Complete(r); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisService controller: %w", err)
-	}
-	jb := builder.ControllerManagedBy(mgr).
-		For(&v1alpha1.TrellisJobSet{}).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}).
-		Named("trellisjobset").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisJobSetList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellisjobset.OwnedTypes() {
-		jb = jb.Owns(o)
-	}
-	if err := jb.Complete(&trellisjobset.Reconciler{
-		Client:    mgr.GetClient(),
-		Reader:    mgr.GetCache(),
-		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("trellis-controller"),
-		Profiles:  profiles,
-	}); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisJobSet controller: %w", err)
-	}
-	clients := workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
-	events := mgr.GetEventRecorder("trellis-controller")
 	opts := ctrlcontroller.Options{MaxConcurrentReconciles: cfg.Workers, RateLimiter: RateLimiter(cfg.BaseDelay, cfg.MaxDelay), SkipNameValidation: &cfg.SkipNameValidation}
-	if err := register(mgr, opts, kinds.CronJob(), func() client.ObjectList { return &v1alpha1.TrellisCronJobList{} }, []client.Object{&batchv1.CronJob{}}, clients, events, profiles); err != nil {
-		return nil, err
-	}
-	if err := register(mgr, opts, kinds.Daemon(cfg.DaemonNamespaces), func() client.ObjectList { return &v1alpha1.TrellisDaemonList{} }, []client.Object{&appsv1.DaemonSet{}}, clients, events, profiles); err != nil {
-		return nil, err
-	}
-	tb := builder.ControllerManagedBy(mgr).For(&v1alpha1.TrellisTrainingJob{}).WithOptions(opts).Named("trellistrainingjob").
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), func() client.ObjectList { return &v1alpha1.TrellisTrainingJobList{} }), builder.WithPredicates(isProfile))
-	for _, o := range trellistrainingjob.OwnedTypes() {
-		tb = tb.Owns(o)
-	}
-	if err := tb.Complete(&trellistrainingjob.Reconciler{Clients: clients, Events: events, Profiles: profiles}); err != nil {
-		return nil, fmt.Errorf("failed to register TrellisTrainingJob controller: %w", err)
-	}
-	if cfg.Webhook != nil {
-		if err := registerWebhooks(mgr, cfg, profiles); err != nil {
+	for _, k := range kinds {
+		if err := k.register(mgr, opts, env, profiles, cfg.Webhook != nil); err != nil {
 			return nil, err
 		}
-	}
-	if err := register(mgr, opts, kinds.StatefulSet(), func() client.ObjectList { return &v1alpha1.TrellisStatefulSetList{} }, []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}, clients, events, profiles); err != nil {
-		return nil, err
 	}
 	return mgr, nil
 }
 
-// register adds a controller for a kind reconciled by the shared loop.
-func register[T client.Object](mgr manager.Manager, opts ctrlcontroller.Options, k workload.Kind[T], newList func() client.ObjectList, owns []client.Object, c workload.Clients, ev events.EventRecorder, p workload.ProfileSource) error {
-	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name)).
-		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), newList), builder.WithPredicates(isProfile))
-	for _, o := range owns {
+// workloads are the kinds the controller reconciles.
+func workloads(cfg Config) []workloadKind {
+	return []workloadKind{
+		kind[*v1alpha1.TrellisService]{trellisservice.Workload{}},
+		kind[*v1alpha1.TrellisJobSet]{trellisjobset.Workload{}},
+		kind[*v1alpha1.TrellisCronJob]{trelliscronjob.Workload{}},
+		kind[*v1alpha1.TrellisDaemon]{trellisdaemon.Workload{Namespaces: cfg.DaemonNamespaces}},
+		kind[*v1alpha1.TrellisTrainingJob]{trellistrainingjob.Workload{}},
+		kind[*v1alpha1.TrellisStatefulSet]{trellisstatefulset.Workload{}},
+	}
+}
+
+// workloadKind is a workload.Kind with its object type erased, so that New
+// can hold every kind in one list.
+type workloadKind interface {
+	Owns() []client.Object
+	register(mgr manager.Manager, opts ctrlcontroller.Options, env workload.Env, p workload.ProfileSource, webhooks bool) error
+}
+
+type kind[T client.Object] struct{ workload.Kind[T] }
+
+// register adds the kind's controller (named after the kind in lower case)
+// and, when asked, its admission webhook. The controller watches the kind,
+// what it owns, and the runtime profile, which requeues every object of the
+// kind so each can take (or wait for) its turn in a rollout.
+func (k kind[T]) register(mgr manager.Manager, opts ctrlcontroller.Options, env workload.Env, p workload.ProfileSource, webhooks bool) error {
+	r, err := workload.NewReconciler(k.Kind, env, p)
+	if err != nil {
+		return err
+	}
+	b := builder.ControllerManagedBy(mgr).For(k.New()).WithOptions(opts).Named(strings.ToLower(k.Name())).
+		Watches(&corev1.ConfigMap{}, enqueueAll(mgr.GetCache(), k.NewList), builder.WithPredicates(isProfile))
+	for _, o := range k.Owns() {
 		b = b.Owns(o)
 	}
-	if err := b.Complete(&workload.Reconciler[T]{Kind: k, Clients: c, Events: ev, Profiles: p}); err != nil {
-		return fmt.Errorf("failed to register %s controller: %w", k.Name, err)
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("failed to register %s controller: %w", k.Name(), err)
+	}
+	if webhooks {
+		return registerWebhook(mgr, k.Kind, p)
 	}
 	return nil
 }

@@ -1,6 +1,3 @@
-// Package workload holds what every Trellis reconciler does the same way:
-// ensure a set of owned objects concurrently, set the Ready / Progressing /
-// Degraded conditions, and write the status only when it changed.
 package workload
 
 import (
@@ -19,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/apply"
 )
 
@@ -108,4 +106,16 @@ func PatchStatus(ctx context.Context, c client.Client, obj client.Object, curren
 		return fmt.Errorf("failed to update status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+// OwnedMeta is the metadata of an object named name that a workload of kind
+// owns and controls, labelled for selection and for the cache.
+func OwnedMeta(owner metav1.Object, kind, name, service string) metav1.ObjectMeta {
+	labels := inject.SelectorLabels(kind, owner.GetName())
+	labels[inject.LabelService] = service
+	labels[inject.LabelManagedBy] = inject.ManagedBy
+	return metav1.ObjectMeta{
+		Name: name, Namespace: owner.GetNamespace(), Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1alpha1.GroupVersion.WithKind(kind))},
+	}
 }
