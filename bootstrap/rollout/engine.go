@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Instance is a cloud instance of a group.
@@ -90,6 +91,9 @@ func New(cloud Cloud, cluster Cluster, store Store, opts Options, log *slog.Logg
 	if opts.LockTTL == 0 {
 		opts.LockTTL = 5 * time.Minute
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -104,7 +108,7 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := r.opts.Clock.Now()
 	switch {
 	case st == nil || st.Status == StatusDone || st.Status == StatusAborted:
 		if r.opts.Image == "" {
@@ -190,7 +194,7 @@ func (r *Roller) save(ctx context.Context) error {
 
 func (r *Roller) saveLocked(ctx context.Context) error {
 	st := r.state
-	st.Updated = time.Now()
+	st.Updated = r.opts.Clock.Now()
 	if st.Status == StatusRunning || st.Status == StatusAborting {
 		st.Lock = Lock{Owner: r.opts.Owner, Expires: st.Updated.Add(r.opts.LockTTL)}
 	}
@@ -345,7 +349,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(g.Strategy.BakeTime):
+			case <-r.opts.Clock.After(g.Strategy.BakeTime):
 			}
 		}
 	}
@@ -382,9 +386,9 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 					return err
 				}
 				if n != nil {
-					start := time.Now()
+					start := r.opts.Clock.Now()
 					err := r.cluster.Drain(ctx, n, r.opts.Drain, func(pdb string) {
-						r.edit(func() { g.Blocked = fmt.Sprintf("%s (for %s)", pdb, time.Since(start).Round(time.Second)) })
+						r.edit(func() { g.Blocked = fmt.Sprintf("%s (for %s)", pdb, r.opts.Clock.Since(start).Round(time.Second)) })
 					})
 					if err != nil {
 						return fmt.Errorf("%w: node %s: %w", ErrDrain, n.Name, err)
@@ -421,7 +425,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 // far plus this batch, each with a node passing every gate.
 func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 	want := len(g.Replaced) + len(g.Batch.Old)
-	deadline := time.Now().Add(r.opts.GateTimeout)
+	deadline := r.opts.Clock.Now().Add(r.opts.GateTimeout)
 	var why string
 	for {
 		insts, _, err := r.cloud.Instances(ctx, g.Name)
@@ -472,13 +476,13 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 		if ready >= want {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if r.opts.Clock.Now().After(deadline) {
 			return fmt.Errorf("%w after %s: %s (old nodes keep serving)", ErrGate, r.opts.GateTimeout, why)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(r.opts.Poll):
+		case <-r.opts.Clock.After(r.opts.Poll):
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 const instanceIndex = "instance"
@@ -30,7 +31,9 @@ type KubeCluster struct {
 	// RuntimeNamespaces hold the DaemonSets every node must run Ready
 	// before it counts (default trellis-system and kube-system).
 	RuntimeNamespaces []string
-	nodes             cache.SharedIndexInformer
+	// Clock times drains (the real clock from NewKubeCluster).
+	Clock clock.Clock
+	nodes cache.SharedIndexInformer
 }
 
 // NewKubeCluster starts a node informer until ctx ends.
@@ -48,7 +51,7 @@ func NewKubeCluster(ctx context.Context, client kubernetes.Interface) (*KubeClus
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil, ctx.Err()
 	}
-	return &KubeCluster{Client: client, RuntimeNamespaces: []string{"trellis-system", "kube-system"}, nodes: inf}, nil
+	return &KubeCluster{Client: client, RuntimeNamespaces: []string{"trellis-system", "kube-system"}, Clock: clock.RealClock{}, nodes: inf}, nil
 }
 
 // Node returns the node whose providerID ends with the instance id.
@@ -146,7 +149,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 	if err := k.patch(ctx, n.Name, map[string]any{"spec": map[string]any{"unschedulable": true}}); err != nil {
 		return fmt.Errorf("failed to cordon: %w", err)
 	}
-	deadline := time.Now().Add(opts.Timeout)
+	deadline := k.Clock.Now().Add(opts.Timeout)
 	for {
 		pods, err := k.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
 		if err != nil {
@@ -182,7 +185,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 		if blocker != "" && blocked != nil {
 			blocked(blocker)
 		}
-		if time.Now().After(deadline) {
+		if k.Clock.Now().After(deadline) {
 			msg := fmt.Sprintf("%d pods still on the node after %s", left, opts.Timeout)
 			if blocker != "" {
 				msg += "; evictions refused by PodDisruptionBudget " + blocker
@@ -192,7 +195,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-k.Clock.After(500 * time.Millisecond):
 		}
 	}
 }

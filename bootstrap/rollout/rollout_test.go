@@ -19,7 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
@@ -54,6 +57,8 @@ type env struct {
 	broken     string // nodes of instances on this launch-template version never become Ready
 	violations []string
 	lastWhy    string
+	// clock of the rollers (nil: the real one).
+	clock clock.Clock
 }
 
 func newEnv(t testing.TB) *env {
@@ -136,14 +141,9 @@ func (r *recordingCloud) Terminate(ctx context.Context, group, id string) error 
 
 func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		e.t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, e.lastWhy)
 	}
-	e.t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, e.lastWhy)
 }
 
 // instances returns every group's instances.
@@ -411,9 +411,19 @@ func (e *env) roller(owner string, onStep func(rollout.State)) (*rollout.Roller,
 		Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}, "batch": {MaxSurge: 2, Canary: true}},
 		Budget: 3, GateTimeout: gate, Owner: owner, LockTTL: 2 * time.Second, Poll: 100 * time.Millisecond,
 		// Generous: CI runs other packages' tests beside these on 2 cores.
-		Drain: rollout.DrainOptions{Timeout: 2 * time.Minute}, OnStep: onStep,
+		Drain: rollout.DrainOptions{Timeout: 2 * time.Minute}, OnStep: onStep, Clock: e.clock,
 	}, nil), ctx
 }
+
+// later is the real clock as seen d later: a run that starts after a lock
+// expired, without the test waiting for it to expire.
+type later struct {
+	clock.RealClock
+	d time.Duration
+}
+
+func (l later) Now() time.Time                  { return time.Now().Add(l.d) }
+func (l later) Since(t time.Time) time.Duration { return l.Now().Sub(t) }
 
 // finalChecks: every old instance replaced exactly once, no new instance
 // terminated, every instance on the new image, no invariant violated.
@@ -535,7 +545,8 @@ func TestIntegrationRolloutLockAndRandomKills(t *testing.T) {
 	if _, err := r2.Start(context.Background(), e.cluster); !errors.Is(err, rollout.ErrLocked) {
 		t.Fatalf("second owner while the lock is live: %v, want ErrLocked", err)
 	}
-	time.Sleep(2 * time.Second) // the lock expires
+	// The lock expires: the next runs start LockTTL later.
+	e.clock = later{d: 2 * time.Second}
 	var st *rollout.State
 	for i := range 60 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -564,8 +575,51 @@ func TestIntegrationCanaryNeverReady(t *testing.T) {
 	e.mu.Lock()
 	e.broken = fmt.Sprint(atoi(insts[0].Version) + 1)
 	e.mu.Unlock()
-	r, ctx := e.roller("run", nil)
-	st, err := r.Start(ctx, e.cluster)
+	// The gates wait on a fake clock: once both canaries are at their
+	// gates with nodes that registered and are not Ready, the test steps
+	// it past the gate timeout instead of waiting for it.
+	fc := clocktesting.NewFakeClock(time.Now())
+	e.clock = fc
+	var gmu sync.Mutex
+	atGate := map[string]bool{}
+	r, ctx := e.roller("run", func(s rollout.State) {
+		gmu.Lock()
+		defer gmu.Unlock()
+		for _, g := range s.Groups {
+			atGate[g.Name] = g.Batch != nil && g.Batch.Step == rollout.StepGate
+		}
+	})
+	var st *rollout.State
+	var err error
+	done := make(chan struct{})
+	go func() { defer close(done); st, err = r.Start(ctx, e.cluster) }()
+	e.eventually("both canaries at their gates, their nodes registered and not Ready", 60*time.Second, func() bool {
+		gmu.Lock()
+		gates := atGate["general"] && atGate["batch"]
+		gmu.Unlock()
+		nodes, lerr := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if !gates || lerr != nil {
+			return false
+		}
+		notReady := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionFalse {
+					notReady++
+				}
+			}
+		}
+		return notReady == 2
+	})
+	e.eventually("the gates to give up", 30*time.Second, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			fc.Step(15 * time.Second)
+			return false
+		}
+	})
 	if !errors.Is(err, rollout.ErrGate) || st.Status != rollout.StatusFailed {
 		t.Fatalf("Start: %v (status %s), want a gate failure", err, st.Status)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Errors.
@@ -81,6 +82,9 @@ type Options struct {
 	OnStep func(State)
 	// Poll is how often gates and drains are rechecked (default 2s).
 	Poll time.Duration
+	// Clock times the lock, gate timeouts, polls and bake times (default
+	// the real clock; tests step a fake one).
+	Clock clock.Clock
 }
 
 // DrainOptions control evictions.

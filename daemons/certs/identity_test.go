@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/sidecars/certs"
@@ -89,19 +91,16 @@ func dial(src *certs.Source, addr string, server spiffeid.ID, now func() time.Ti
 
 func waitIdentity(t *testing.T, dir string) *certs.Identity {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if certs.Check(dir, time.Now()) == nil {
-			id, err := certs.Load(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return id
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return certs.Check(dir, time.Now()) == nil, nil
+	}); err != nil {
+		t.Fatalf("no identity in %s after 20s", dir)
 	}
-	t.Fatalf("no identity in %s after 20s", dir)
-	return nil
+	id, err := certs.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func TestIntegrationPodIdentity(t *testing.T) {

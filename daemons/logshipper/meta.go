@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/controller/inject"
 )
@@ -21,6 +22,7 @@ import (
 type PodMetadata struct {
 	informer cache.SharedIndexInformer
 	keep     time.Duration
+	clock    clock.WithTicker
 
 	mu   sync.Mutex
 	pods map[string]podMeta // by UID
@@ -37,7 +39,7 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
-	m := &PodMetadata{informer: f.Core().V1().Pods().Informer(), keep: 10 * time.Minute, pods: map[string]podMeta{}}
+	m := &PodMetadata{informer: f.Core().V1().Pods().Informer(), keep: 10 * time.Minute, clock: clock.RealClock{}, pods: map[string]podMeta{}}
 	set := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			m.mu.Lock()
@@ -54,7 +56,7 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 			if p, ok := obj.(*corev1.Pod); ok {
 				m.mu.Lock()
 				pm := m.pods[string(p.UID)]
-				pm.deleted = time.Now()
+				pm.deleted = m.clock.Now()
 				m.pods[string(p.UID)] = pm
 				m.mu.Unlock()
 			}
@@ -66,17 +68,17 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 // Run runs the informer until ctx ends, expiring deleted pods.
 func (m *PodMetadata) Run(ctx context.Context) {
 	go m.informer.Run(ctx.Done())
-	t := time.NewTicker(time.Minute)
+	t := m.clock.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		m.mu.Lock()
 		for uid, pm := range m.pods {
-			if !pm.deleted.IsZero() && time.Since(pm.deleted) > m.keep {
+			if !pm.deleted.IsZero() && m.clock.Since(pm.deleted) > m.keep {
 				delete(m.pods, uid)
 			}
 		}

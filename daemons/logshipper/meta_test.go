@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
@@ -15,7 +17,7 @@ import (
 
 // TestIntegrationEnrichment: records carry the pod's Trellis service, env
 // and labels from the node-scoped informer, and keep them for the last
-// lines of a pod deleted from the API.
+// lines of a pod deleted from the API, for ten minutes of its clock.
 func TestIntegrationEnrichment(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -36,11 +38,16 @@ func TestIntegrationEnrichment(t *testing.T) {
 	}
 	mine, other := mk("web-1", "node-a"), mk("web-2", "node-b")
 	meta := NewPodMetadata(cp.Client, "node-a")
+	fc := clocktesting.NewFakeClock(time.Now())
+	meta.clock = fc
 	go meta.Run(ctx)
-	deadline := time.Now().Add(10 * time.Second)
-	for !meta.HasSynced() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
+	poll("the pod informer", meta.HasSynced)
 	if _, _, _, ok := meta.Lookup(string(other.UID)); ok {
 		t.Error("the informer holds a pod of another node")
 	}
@@ -48,7 +55,11 @@ func TestIntegrationEnrichment(t *testing.T) {
 	if err := cp.Client.CoreV1().Pods("shop").Delete(ctx, "web-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	poll("the informer to see the deletion", func() bool {
+		meta.mu.Lock()
+		defer meta.mu.Unlock()
+		return !meta.pods[string(mine.UID)].deleted.IsZero()
+	})
 
 	root := t.TempDir()
 	d := podDir(t, root, "shop", "web-1", string(mine.UID), "app")
@@ -66,4 +77,12 @@ func TestIntegrationEnrichment(t *testing.T) {
 	if r.Service != "web" || r.Env != "prod" || r.Labels["team"] != "payments" || r.Node != "node-a" || r.UID != string(mine.UID) {
 		t.Errorf("record not enriched: %+v", r)
 	}
+	// Kept ten minutes after the deletion, checked every minute.
+	poll("the expiry ticker", fc.HasWaiters)
+	fc.Step(10 * time.Minute)
+	if _, _, _, ok := meta.Lookup(string(mine.UID)); !ok {
+		t.Error("a deleted pod was forgotten before ten minutes")
+	}
+	fc.Step(time.Minute)
+	poll("the deleted pod to be forgotten", func() bool { _, _, _, ok := meta.Lookup(string(mine.UID)); return !ok })
 }

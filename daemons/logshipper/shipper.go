@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	// after its last line was read (default 2s).
 	RotatedGrace time.Duration
 	Logger       *slog.Logger
+	// Clock times polls, lingering batches, graces, retries and the
+	// checkpoint age (default the real clock; tests step a fake one).
+	Clock clock.WithTicker
 }
 
 // MetadataSource says who a log belongs to.
@@ -144,6 +148,9 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	saved, err := loadCheckpoint(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
@@ -155,7 +162,7 @@ func New(cfg Config) (*Shipper, error) {
 		byInode[v.Inode] = v
 	}
 	return &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: byInode, acked: acked,
-		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: time.Now()}, nil
+		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}, nil
 }
 
 // Metrics returns the shipper's metrics.
@@ -177,12 +184,12 @@ func (s *Shipper) Run(ctx context.Context) error {
 
 func (s *Shipper) read(ctx context.Context) error {
 	b := newBatch()
-	lastFlush := time.Now()
+	lastFlush := s.cfg.Clock.Now()
 	lastScan := time.Time{}
 	for ctx.Err() == nil {
-		if time.Since(lastScan) >= s.cfg.Poll {
+		if s.cfg.Clock.Since(lastScan) >= s.cfg.Poll {
 			s.discover(b)
-			lastScan = time.Now()
+			lastScan = s.cfg.Clock.Now()
 		}
 		progress := false
 		for _, f := range s.files {
@@ -197,19 +204,19 @@ func (s *Shipper) read(ctx context.Context) error {
 				if !s.flush(ctx, b) {
 					return nil
 				}
-				b, lastFlush = newBatch(), time.Now()
+				b, lastFlush = newBatch(), s.cfg.Clock.Now()
 			}
 		}
-		if (len(b.records) > 0 || len(b.forget) > 0) && (time.Since(lastFlush) >= s.cfg.Linger || !progress) {
+		if (len(b.records) > 0 || len(b.forget) > 0) && (s.cfg.Clock.Since(lastFlush) >= s.cfg.Linger || !progress) {
 			if !s.flush(ctx, b) {
 				return nil
 			}
-			b, lastFlush = newBatch(), time.Now()
+			b, lastFlush = newBatch(), s.cfg.Clock.Now()
 		}
 		if !progress {
 			select {
 			case <-ctx.Done():
-			case <-time.After(s.cfg.Poll):
+			case <-s.cfg.Clock.After(s.cfg.Poll):
 			}
 		}
 	}
@@ -218,7 +225,9 @@ func (s *Shipper) read(ctx context.Context) error {
 
 func newBatch() *batch { return &batch{ends: map[string]Position{}} }
 
-// newKey names a new generation of the file with inode ino.
+// newKey names a new generation of the file with inode ino. The wall
+// clock only makes the name unique: it is not a time the shipper acts on,
+// so a test's fake clock does not apply.
 func newKey(ino uint64) string { return fmt.Sprintf("%d.%d", ino, time.Now().UnixNano()) }
 
 // flush hands b to the sender; it blocks while the sender is busy
@@ -226,7 +235,7 @@ func newKey(ino uint64) string { return fmt.Sprintf("%d.%d", ino, time.Now().Uni
 // While it waits it keeps discovering: files created, renamed or truncated
 // during a long sink outage are registered (and copies found) in time.
 func (s *Shipper) flush(ctx context.Context, b *batch) bool {
-	t := time.NewTicker(s.cfg.Poll)
+	t := s.cfg.Clock.NewTicker(s.cfg.Poll)
 	defer t.Stop()
 	for {
 		select {
@@ -234,7 +243,7 @@ func (s *Shipper) flush(ctx context.Context, b *batch) bool {
 			return true
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-t.C():
 			s.discover(b)
 		}
 	}
@@ -256,7 +265,7 @@ func (s *Shipper) send(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff.Step()):
+			case <-s.cfg.Clock.After(backoff.Step()):
 			}
 		}
 		s.metrics.linesOut.WithLabelValues(s.cfg.Sink.Name()).Add(float64(len(b.records)))
@@ -299,7 +308,7 @@ func (s *Shipper) save() {
 		return
 	}
 	s.mu.Lock()
-	s.lastCheckpoint = time.Now()
+	s.lastCheckpoint = s.cfg.Clock.Now()
 	s.mu.Unlock()
 }
 
@@ -328,7 +337,7 @@ func (s *Shipper) register(f *file) bool {
 func (s *Shipper) CheckpointAge() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return time.Since(s.lastCheckpoint)
+	return s.cfg.Clock.Since(s.lastCheckpoint)
 }
 
 var (
@@ -409,7 +418,7 @@ func (s *Shipper) discover(b *batch) {
 			}
 		}
 	}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	for ino, f := range s.files {
 		path, ok := seen[ino]
 		if ok && currentLog.MatchString(filepath.Base(path)) {
@@ -479,7 +488,7 @@ func (s *Shipper) truncated(f *file, offset int64) {
 	if len(f.head) > 0 {
 		if c := s.findCopy(f.dir, f.head, offset); c != nil {
 			// The copy carries on f's generation.
-			c.pos, c.head, c.rotated, c.rotatedAt, c.key = offset, f.head, true, time.Now(), f.key
+			c.pos, c.head, c.rotated, c.rotatedAt, c.key = offset, f.head, true, s.cfg.Clock.Now(), f.key
 			c.partial, c.partialTrunc = f.partial, f.partialTrunc
 			s.files[c.inode] = c
 			s.register(c)
@@ -562,7 +571,7 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 	n, err := f.f.ReadAt(f.buf[len(f.buf):cap(f.buf)], f.pos)
 	if n == 0 {
 		if f.idleSince.IsZero() && f.rotated {
-			f.idleSince = time.Now()
+			f.idleSince = s.cfg.Clock.Now()
 		}
 		if errors.Is(err, io.EOF) {
 			err = nil

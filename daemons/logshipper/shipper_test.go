@@ -12,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
 )
 
 func TestParseCRI(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line, stream, msg string
 		partial, bad      bool
@@ -48,15 +53,17 @@ func FuzzParseCRI(f *testing.F) {
 
 // memSink keeps what it was sent; it can be made to fail.
 type memSink struct {
-	mu   sync.Mutex
-	recs []sink.Record
-	down atomic.Bool
+	mu     sync.Mutex
+	recs   []sink.Record
+	down   atomic.Bool
+	failed atomic.Int32 // sends refused while down
 }
 
 func (m *memSink) Name() string { return "mem" }
 func (m *memSink) Close()       {}
 func (m *memSink) Send(_ context.Context, b []sink.Record) error {
 	if m.down.Load() {
+		m.failed.Add(1)
 		return errors.New("sink down")
 	}
 	m.mu.Lock()
@@ -107,15 +114,14 @@ func startShipper(t *testing.T, root string, s sink.Sink, maxLine int) (*Shipper
 
 func waitLogs(t *testing.T, m *memSink, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if l := m.logs(); len(l) >= n {
-			return l
-		}
-		time.Sleep(20 * time.Millisecond)
+	var l []string
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		l = m.logs()
+		return len(l) >= n, nil
+	}); err != nil {
+		t.Fatalf("got %d records, want %d", len(m.logs()), n)
 	}
-	t.Fatalf("got %d records, want %d", len(m.logs()), n)
-	return nil
+	return l
 }
 
 func podDir(t *testing.T, root, ns, pod, uid, ctr string) string {
@@ -128,6 +134,7 @@ func podDir(t *testing.T, root, ns, pod, uid, ctr string) string {
 }
 
 func TestPartialLongAndJunkLines(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	d := podDir(t, root, "shop", "web-1", "u1", "app")
 	long := strings.Repeat("x", 3000)
@@ -163,6 +170,7 @@ func TestPartialLongAndJunkLines(t *testing.T) {
 }
 
 func TestRotationRenameCopytruncateAndDeletion(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	d := podDir(t, root, "shop", "web-1", "u1", "app")
 	log := filepath.Join(d, "0.log")
@@ -199,7 +207,13 @@ func TestRotationRenameCopytruncateAndDeletion(t *testing.T) {
 	// the open file is still read and shipped once the sink is back.
 	m.down.Store(true)
 	write(5)
-	time.Sleep(200 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return m.failed.Load() > 0, nil
+	}); err != nil {
+		t.Fatal("the new lines never reached the sink while it was down")
+	}
+	// The reader gets a few polls (20ms) to notice the deletion while the
+	// sink is down; nothing observable says when it has.
 	if err := os.RemoveAll(filepath.Dir(d)); err != nil {
 		t.Fatal(err)
 	}
@@ -223,4 +237,73 @@ func TestRotationRenameCopytruncateAndDeletion(t *testing.T) {
 	if len(got) != n+1 {
 		t.Errorf("%d records for %d lines: the copytruncate copy must not be shipped again", len(got), n+1)
 	}
+}
+
+// TestDeletedFileAbandonedAfterGrace: while the sink is down, the reader
+// stops at the batches it cannot hand over; a deleted file it has not
+// finished is kept open for DeletedGrace (10 minutes of the shipper's
+// clock), then given up; what was read before is shipped once the sink is
+// back, each line once, and the checkpoint forgets the file.
+func TestDeletedFileAbandonedAfterGrace(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	pad := strings.Repeat("x", 1000)
+	var lines []string
+	for i := range 400 {
+		lines = append(lines, criLine("stdout", "F", fmt.Sprintf("line %03d %s", i, pad)))
+	}
+	appendFile(t, filepath.Join(d, "0.log"), lines...)
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	m := &memSink{}
+	m.down.Store(true)
+	checkpoint := filepath.Join(t.TempDir(), "cp.json")
+	sh, err := New(Config{Root: root, Checkpoint: checkpoint, Sink: m, BatchLines: 50, Clock: fc}) // DeletedGrace: 10m
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sh.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+	poll("the sink to refuse a batch", func() bool { return m.failed.Load() > 0 })
+	if err := os.RemoveAll(filepath.Dir(d)); err != nil {
+		t.Fatal(err)
+	}
+	// A minute at a time: the reader notices the deletion at its next
+	// poll and gives the file up ten minutes later, not before.
+	var stepped time.Duration
+	poll("the deleted file to be given up", func() bool {
+		if testutil.ToFloat64(sh.metrics.abandoned) == 1 {
+			return true
+		}
+		fc.Step(time.Minute)
+		stepped += time.Minute
+		return false
+	})
+	if stepped < 10*time.Minute {
+		t.Fatalf("the deleted file was given up after %s, before its 10m grace", stepped)
+	}
+	m.down.Store(false)
+	poll("the batches read before to be shipped and the file forgotten", func() bool {
+		fc.Step(time.Second) // the sender's backoff
+		cp, err := loadCheckpoint(checkpoint)
+		return err == nil && len(cp) == 0 && len(m.logs()) > 0
+	})
+	got := m.logs()
+	if len(got) < 50 || len(got) >= len(lines) {
+		t.Fatalf("%d lines shipped, want those read before the file was given up (at least a batch, not all %d)", len(got), len(lines))
+	}
+	for i, l := range got {
+		if want := fmt.Sprintf("line %03d %s", i, pad); l != want {
+			t.Fatalf("record %d is %.12q, want %.12q: the lines read must ship in order, once", i, l, want)
+		}
+	}
+	t.Logf("%d of %d lines read before the file was given up %s after its deletion", len(got), len(lines), stepped)
 }

@@ -23,6 +23,7 @@ import (
 )
 
 func TestMakePlan(t *testing.T) {
+	t.Parallel()
 	q := resource.MustParse
 	samples := []Sample{
 		{Namespace: "a", Usage: map[corev1.ResourceName]resource.Quantity{corev1.ResourceRequestsCPU: q("2"), corev1.ResourcePods: q("20"), corev1.ResourceRequestsMemory: q("1Gi")}},
@@ -50,6 +51,7 @@ func TestMakePlan(t *testing.T) {
 }
 
 func TestBusinessHours(t *testing.T) {
+	t.Parallel()
 	h := BusinessHours(time.UTC)
 	for s, want := range map[string]bool{
 		"2026-11-23T10:00:00Z": true,  // Monday
@@ -65,6 +67,7 @@ func TestBusinessHours(t *testing.T) {
 }
 
 func TestStoreRetention(t *testing.T) {
+	t.Parallel()
 	s := Store{Path: filepath.Join(t.TempDir(), "samples.jsonl"), Retention: 24 * time.Hour}
 	now := time.Now()
 	if err := s.Append([]Sample{{Time: now.Add(-48 * time.Hour), Namespace: "old"}, {Time: now, Namespace: "new"}}); err != nil {
@@ -193,6 +196,7 @@ func TestIntegrationQuota(t *testing.T) {
 // TestPlanRoundTrip: a plan printed as YAML (what people review) applies
 // as printed.
 func TestPlanRoundTrip(t *testing.T) {
+	t.Parallel()
 	p := MakePlan([]Sample{{Namespace: "a", Usage: map[corev1.ResourceName]resource.Quantity{corev1.ResourceRequestsCPU: resource.MustParse("2")}}}, 0.2, nil)
 	b, err := yaml.Marshal(p)
 	if err != nil {

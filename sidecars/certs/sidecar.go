@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/ca"
@@ -43,8 +44,9 @@ type Config struct {
 	// jitter 0.5).
 	Backoff wait.Backoff
 	Logger  *slog.Logger
-	// Now is the clock (tests).
-	Now func() time.Time
+	// Clock schedules renewals, bundle refreshes and retries (default the
+	// real clock; tests step a fake one).
+	Clock clock.Clock
 }
 
 // Sidecar keeps a pod's identity current.
@@ -68,8 +70,8 @@ func New(cfg Config) *Sidecar {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	socket := cfg.Socket
 	return &Sidecar{cfg: cfg, log: cfg.Logger, client: &http.Client{
@@ -94,7 +96,7 @@ func (s *Sidecar) Once(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("no certificate obtained: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(b.Step()):
+		case <-s.cfg.Clock.After(b.Step()):
 		}
 	}
 }
@@ -109,22 +111,22 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	b := s.cfg.Backoff
 	next := s.renewAt()
 	for {
-		wait := min(time.Until(next), s.cfg.BundleRefresh)
+		wait := min(next.Sub(s.cfg.Clock.Now()), s.cfg.BundleRefresh)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(max(wait, 0)):
+		case <-s.cfg.Clock.After(max(wait, 0)):
 		}
-		if !time.Now().Before(next) {
+		if !s.cfg.Clock.Now().Before(next) {
 			if err := s.renew(ctx); err != nil {
 				// Back off, but never so long that the certificate expires
 				// before the next attempt: at most a third of what is left.
 				d := b.Step()
-				if left := s.notAfter.Sub(s.cfg.Now()); d > left/3 {
+				if left := s.notAfter.Sub(s.cfg.Clock.Now()); d > left/3 {
 					d = max(left/3, 100*time.Millisecond)
 				}
 				s.log.Warn("renewal failed; keeping the current certificate and retrying", "err", err, "retryIn", d, "notAfter", s.notAfter)
-				next = time.Now().Add(d)
+				next = s.cfg.Clock.Now().Add(d)
 				continue
 			}
 			b = s.cfg.Backoff
@@ -141,8 +143,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 // Computed on our clock from the time left, so a skewed clock shifts the
 // schedule, not the margin.
 func (s *Sidecar) renewAt() time.Time {
-	left := s.notAfter.Sub(s.cfg.Now())
-	return time.Now().Add(left * 2 / 3)
+	now := s.cfg.Clock.Now()
+	return now.Add(s.notAfter.Sub(now) * 2 / 3)
 }
 
 func (s *Sidecar) renew(ctx context.Context) error {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/attest"
@@ -59,6 +60,9 @@ type Config struct {
 	PodRate  rate.Limit
 	PodBurst int
 	Logger   *slog.Logger
+	// Clock times the attestation wait (default the real clock; tests
+	// step a fake one).
+	Clock clock.Clock
 }
 
 // Agent serves the pods of one node.
@@ -92,6 +96,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	a := &Agent{
 		cfg: cfg, log: cfg.Logger, limiters: map[types.UID]*rate.Limiter{},
@@ -180,7 +187,7 @@ func (s *status) Error() string { return s.err.Error() }
 
 // ServeHTTP answers SignPath (POST, body: PEM CSR) and BundlePath (GET).
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := a.cfg.Clock.Now()
 	var body []byte
 	var err error
 	switch {
@@ -192,7 +199,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	a.latency.Observe(time.Since(start).Seconds())
+	a.latency.Observe(a.cfg.Clock.Since(start).Seconds())
 	if err != nil {
 		st := &status{code: http.StatusInternalServerError, err: err}
 		errors.As(err, &st)
@@ -217,7 +224,7 @@ func (a *Agent) Attest(ctx context.Context, pid int32) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, &status{http.StatusForbidden, err}
 	}
-	deadline := time.Now().Add(a.cfg.AttestTimeout)
+	deadline := a.cfg.Clock.Now().Add(a.cfg.AttestTimeout)
 	waited := false
 	for {
 		objs, err := a.informer.GetIndexer().ByIndex(uidIndex, string(uid))
@@ -241,13 +248,13 @@ func (a *Agent) Attest(ctx context.Context, pid int32) (*corev1.Pod, error) {
 			waited = true
 			a.waits.Inc()
 		}
-		if time.Now().After(deadline) {
+		if a.cfg.Clock.Now().After(deadline) {
 			return nil, &status{http.StatusForbidden, fmt.Errorf("pid %d is in pod UID %s, which is not a pod of node %s (waited %s)", pid, uid, a.cfg.NodeName, a.cfg.AttestTimeout)}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-a.cfg.Clock.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -57,13 +57,13 @@ func (is *Issuer) PublishBundles(ctx context.Context, client kubernetes.Interfac
 	// Roots changed: every namespace again.
 	go func() {
 		last := is.State().Bundle()
-		t := time.NewTicker(interval)
+		t := is.cfg.Clock.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			if b := is.State().Bundle(); !bytes.Equal(b, last) {
 				last = b

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
@@ -59,8 +60,10 @@ type Config struct {
 	NodeRate  rate.Limit
 	NodeBurst int
 	Logger    *slog.Logger
-	// Now is the clock (tests).
-	Now func() time.Time
+	// Clock dates certificates and times the token-review cache, the
+	// serving identity's renewal and the bundle checks (default the real
+	// clock; tests step a fake one).
+	Clock clock.WithTicker
 }
 
 // Issuer serves SignPath.
@@ -101,8 +104,8 @@ func New(cfg Config, state *ca.State) *Issuer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	is := &Issuer{
 		cfg: cfg, log: cfg.Logger, reviews: map[[32]byte]review{}, limiters: map[string]*rate.Limiter{},
@@ -155,9 +158,9 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(is.State().Bundle())
 	case r.URL.Path == api.SignPath && r.Method == http.MethodPost:
-		start := time.Now()
+		start := is.cfg.Clock.Now()
 		resp, err := is.handleSign(r)
-		is.latency.Observe(time.Since(start).Seconds())
+		is.latency.Observe(is.cfg.Clock.Since(start).Seconds())
 		if err != nil {
 			var rf *refusal
 			if !errors.As(err, &rf) {
@@ -228,7 +231,7 @@ func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*
 		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
 	st := is.State()
-	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Now())
+	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
 	if errors.Is(err, ca.ErrBadCSR) {
 		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
@@ -280,7 +283,7 @@ func (is *Issuer) pod(ctx context.Context, ns, name string) (*corev1.Pod, error)
 // five seconds) and returns the node its pod runs on.
 func (is *Issuer) authenticate(ctx context.Context, token string) (string, error) {
 	key := sha256.Sum256([]byte(token))
-	now := time.Now()
+	now := is.cfg.Clock.Now()
 	is.mu.Lock()
 	rv, ok := is.reviews[key]
 	is.mu.Unlock()

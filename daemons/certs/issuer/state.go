@@ -54,7 +54,7 @@ func (is *Issuer) WatchSecret(ctx context.Context, client kubernetes.Interface, 
 	select {
 	case <-loaded:
 		return nil
-	case <-time.After(timeout):
+	case <-is.cfg.Clock.After(timeout):
 		return fmt.Errorf("CA secret %s/%s not loaded within %s", ns, name, timeout)
 	case <-ctx.Done():
 		return ctx.Err()
@@ -84,7 +84,7 @@ func (s *Serving) GetX509SVID() (*x509svid.SVID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.is.State()
-	now := time.Now()
+	now := s.is.cfg.Clock.Now()
 	if s.svid != nil && now.Before(s.renew) && s.signer.Equal(st.Signer.Cert) {
 		return s.svid, nil
 	}

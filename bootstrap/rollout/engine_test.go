@@ -1,0 +1,303 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+)
+
+// The engine's waits (lock, gate timeout, bake time, drain timeout) on a
+// fake clock, with an in-memory cloud, cluster and store: no real time
+// passes.
+
+// memCloud launches instances of a group's current version up to its
+// desired capacity at once.
+type memCloud struct {
+	mu      sync.Mutex
+	n       int
+	version map[string]int
+	desired map[string]int
+	insts   map[string][]rollout.Instance
+}
+
+func newMemCloud(groups map[string]int) *memCloud {
+	c := &memCloud{version: map[string]int{}, desired: map[string]int{}, insts: map[string][]rollout.Instance{}}
+	for g, n := range groups {
+		c.version[g], c.desired[g] = 1, n
+		c.launch(g)
+	}
+	return c
+}
+
+func (c *memCloud) launch(g string) {
+	for len(c.insts[g]) < c.desired[g] {
+		c.n++
+		c.insts[g] = append(c.insts[g], rollout.Instance{ID: fmt.Sprintf("i-%d", c.n), Version: fmt.Sprint(c.version[g])})
+	}
+}
+
+func (c *memCloud) ResolveImage(_ context.Context, image string) (string, error) { return image, nil }
+
+func (c *memCloud) Instances(_ context.Context, g string) ([]rollout.Instance, int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.insts[g]), c.desired[g], nil
+}
+
+func (c *memCloud) SetImage(_ context.Context, g, _ string) (rollout.ImageChange, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.version[g]
+	c.version[g]++
+	return rollout.ImageChange{PrevVersion: fmt.Sprint(prev), PrevImage: "ami-old", NewVersion: fmt.Sprint(c.version[g])}, nil
+}
+
+func (c *memCloud) SetDesired(_ context.Context, g string, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.desired[g] = n
+	c.launch(g)
+	return nil
+}
+
+func (c *memCloud) Terminate(_ context.Context, g, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.IndexFunc(c.insts[g], func(in rollout.Instance) bool { return in.ID == id }); i >= 0 {
+		c.insts[g] = slices.Delete(c.insts[g], i, i+1)
+		c.desired[g]--
+	}
+	return nil
+}
+
+// memCluster: every instance has a node at once; ready says which pass.
+type memCluster struct{ ready func(*corev1.Node) bool }
+
+func (m memCluster) Node(_ context.Context, id string) (*corev1.Node, error) {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + id}}, nil
+}
+
+func (m memCluster) Ready(_ context.Context, n *corev1.Node) (bool, string, error) {
+	if m.ready(n) {
+		return true, "", nil
+	}
+	return false, "not Ready", nil
+}
+
+func (m memCluster) Taint(context.Context, *corev1.Node, string) error { return nil }
+
+func (m memCluster) Drain(context.Context, *corev1.Node, rollout.DrainOptions, func(string)) error {
+	return nil
+}
+
+type memStore struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *memStore) Load(context.Context) (*rollout.State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b == nil {
+		return nil, nil
+	}
+	var st rollout.State
+	return &st, json.Unmarshal(s.b, &st)
+}
+
+func (s *memStore) Save(_ context.Context, st *rollout.State) error {
+	b, err := json.Marshal(st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = b
+	return err
+}
+
+// started is a rollout running in the background.
+type started struct {
+	done chan struct{}
+	st   *rollout.State
+	err  error
+}
+
+func start(ctx context.Context, r *rollout.Roller) *started {
+	s := &started{done: make(chan struct{})}
+	go func() { defer close(s.done); s.st, s.err = r.Start(ctx, "test") }()
+	return s
+}
+
+func (s *started) finished() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitWaiting waits until the rollout blocks on the fake clock (or ends).
+func waitWaiting(t *testing.T, fc *clocktesting.FakeClock, s *started) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return fc.HasWaiters() || s.finished(), nil
+	})
+	if err != nil {
+		t.Fatal("the rollout never waited on its clock")
+	}
+}
+
+func TestLockExpiresOnTheClock(t *testing.T) {
+	t.Parallel()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	cloud, store := newMemCloud(map[string]int{"general": 3}), &memStore{}
+	cluster := memCluster{ready: func(*corev1.Node) bool { return true }}
+	opts := func(owner string, onStep func(rollout.State)) rollout.Options {
+		return rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1}}, Owner: owner,
+			LockTTL: time.Minute, Clock: fc, OnStep: onStep}
+	}
+	// The first run is killed after its first step: its lock stays.
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := rollout.New(cloud, cluster, store, opts("first", func(rollout.State) { cancel() }), nil).Start(ctx, "test"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want context.Canceled", err)
+	}
+	fc.Step(time.Minute - time.Second)
+	if _, err := rollout.New(cloud, cluster, store, opts("second", nil), nil).Start(context.Background(), "test"); !errors.Is(err, rollout.ErrLocked) {
+		t.Fatalf("second owner before the lock expires: %v, want ErrLocked", err)
+	}
+	fc.Step(time.Second + time.Nanosecond)
+	st, err := rollout.New(cloud, cluster, store, opts("second", nil), nil).Start(context.Background(), "test")
+	if err != nil || st.Status != rollout.StatusDone {
+		t.Fatalf("second owner after the lock expired: %v (status %v), want Done", err, st)
+	}
+	if got := len(st.Groups["general"].Replaced); got != 3 {
+		t.Errorf("replaced %d nodes, want 3", got)
+	}
+}
+
+func TestGateTimeoutOnTheClock(t *testing.T) {
+	t.Parallel()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	cloud := newMemCloud(map[string]int{"general": 3})
+	// Nodes of the new version never pass the gates.
+	cluster := memCluster{ready: func(n *corev1.Node) bool { return n.Name <= "node-i-3" }}
+	var mu sync.Mutex
+	var last rollout.State
+	opts := rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}}, Owner: "op", Clock: fc,
+		OnStep: func(s rollout.State) { mu.Lock(); last = s; mu.Unlock() }}
+	r := rollout.New(cloud, cluster, &memStore{}, opts, nil) // defaults: 15m gate timeout, 2s poll
+	s := start(context.Background(), r)
+	waitWaiting(t, fc, s)
+	// Just short of the timeout the gate still waits.
+	fc.Step(15*time.Minute - 2*time.Second)
+	waitWaiting(t, fc, s)
+	if s.finished() {
+		t.Fatalf("the gate gave up before its timeout: %v", s.err)
+	}
+	mu.Lock()
+	if b := last.Groups["general"].Batch; b == nil || b.Step != rollout.StepGate || len(b.Old) != 1 {
+		t.Errorf("batch %+v, want the canary waiting at its gate", b)
+	}
+	mu.Unlock()
+	fc.Step(4 * time.Second)
+	<-s.done
+	if !errors.Is(s.err, rollout.ErrGate) || s.st.Status != rollout.StatusFailed || !strings.Contains(s.err.Error(), "after 15m0s: node node-i-4: not Ready") {
+		t.Fatalf("Start: %v (status %s), want a gate failure after 15m naming the canary's node", s.err, s.st.Status)
+	}
+}
+
+func TestBakeTimeOnTheClock(t *testing.T) {
+	t.Parallel()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	cloud := newMemCloud(map[string]int{"general": 2})
+	var mu sync.Mutex
+	replaced := 0
+	opts := rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1, BakeTime: 10 * time.Minute}}, Owner: "op", Clock: fc,
+		OnStep: func(s rollout.State) { mu.Lock(); replaced = len(s.Groups["general"].Replaced); mu.Unlock() }}
+	r := rollout.New(cloud, memCluster{ready: func(*corev1.Node) bool { return true }}, &memStore{}, opts, nil)
+	s := start(context.Background(), r)
+	replacedNow := func() int { mu.Lock(); defer mu.Unlock(); return replaced }
+	for batch := 1; batch <= 2; batch++ {
+		waitWaiting(t, fc, s)
+		fc.Step(10*time.Minute - time.Second)
+		if s.finished() || replacedNow() != batch {
+			t.Fatalf("batch %d: %d replaced (finished %v) before the bake time was up", batch, replacedNow(), s.finished())
+		}
+		fc.Step(time.Second)
+	}
+	<-s.done
+	if s.err != nil || s.st.Status != rollout.StatusDone {
+		t.Fatalf("Start: %v (status %s), want Done", s.err, s.st.Status)
+	}
+}
+
+// TestDrainTimeoutOnTheClock: evictions refused by a PDB are retried until
+// the drain timeout, on the cluster's clock, and the PDB is named.
+func TestDrainTimeoutOnTheClock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	c := fake.NewClientset(node, pod, pdb)
+	var evictions int
+	var mu sync.Mutex
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		evictions++
+		mu.Unlock()
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	})
+	kc, err := rollout.NewKubeCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	kc.Clock = fc
+	errc := make(chan error, 1)
+	var blocked []string
+	go func() {
+		errc <- kc.Drain(ctx, node, rollout.DrainOptions{Timeout: 10 * time.Minute}, func(p string) { mu.Lock(); blocked = append(blocked, p); mu.Unlock() })
+	}()
+	for range 3 { // retried every 500ms, not sooner
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return fc.HasWaiters(), nil }); err != nil {
+			t.Fatal("the drain never waited on its clock")
+		}
+		fc.Step(500 * time.Millisecond)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return fc.HasWaiters(), nil }); err != nil {
+		t.Fatal("the drain never waited on its clock")
+	}
+	fc.Step(10 * time.Minute)
+	err = <-errc
+	if err == nil || !strings.Contains(err.Error(), "1 pods still on the node after 10m0s; evictions refused by PodDisruptionBudget shop/web") {
+		t.Fatalf("Drain: %v, want a timeout naming the PDB", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if evictions != 5 || len(blocked) != 5 || blocked[0] != "shop/web" {
+		t.Errorf("%d evictions, blocked %v; want 5 attempts (at 0, 0.5s, 1s, 1.5s, 10m1.5s) each reporting shop/web", evictions, blocked)
+	}
+}
