@@ -14,8 +14,8 @@ import (
 // objectMeta is the metadata of an object owned by a workload.
 func objectMeta(owner metav1.Object, gvk schema.GroupVersionKind, kind, name, service string) metav1.ObjectMeta {
 	labels := inject.SelectorLabels(kind, owner.GetName())
-	labels[inject.LabelService] = service
-	labels[inject.LabelManagedBy] = inject.ManagedBy
+	labels[v1alpha1.LabelService] = service
+	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
 	return metav1.ObjectMeta{
 		Name: name, Namespace: owner.GetNamespace(), Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},

@@ -81,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !metav1.IsControlledBy(j, js) {
 			continue
 		}
-		n, err := strconv.Atoi(j.Labels[LabelShard])
+		n, err := strconv.Atoi(j.Labels[v1alpha1.LabelShard])
 		if err != nil || n < 0 || n >= int(js.Spec.Shards) {
 			continue
 		}

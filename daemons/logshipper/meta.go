@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
 
 // PodMetadata answers Lookup from one node-scoped pod informer: no API
@@ -41,7 +41,7 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 	set := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			m.mu.Lock()
-			m.pods[string(p.UID)] = podMeta{service: p.Labels[inject.LabelService], env: p.Annotations[inject.AnnotationDiscoveryEnv], labels: p.Labels}
+			m.pods[string(p.UID)] = podMeta{service: p.Labels[v1alpha1.LabelService], env: p.Annotations[v1alpha1.AnnotationDiscoveryEnv], labels: p.Labels}
 			m.mu.Unlock()
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -22,8 +22,8 @@ func TestIntegrationEnrichment(t *testing.T) {
 	defer cancel()
 	mk := func(name, node string) *corev1.Pod {
 		p, err := cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{inject.LabelService: "web", "team": "payments"},
-				Annotations: map[string]string{inject.AnnotationDiscoveryEnv: "prod"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{v1alpha1.LabelService: "web", "team": "payments"},
+				Annotations: map[string]string{v1alpha1.AnnotationDiscoveryEnv: "prod"}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {

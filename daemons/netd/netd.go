@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
 
 // RouteProtocol marks netd's routes (see /etc/iproute2/rt_protos).
@@ -201,7 +203,7 @@ func (d *Daemon) Reconcile() error {
 		var allowed []string
 		for _, obj := range d.pods.GetStore().List() {
 			p := obj.(*corev1.Pod)
-			if p.Annotations[AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
+			if p.Annotations[v1alpha1.AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
 				allowed = append(allowed, p.Status.PodIP)
 			}
 		}

@@ -8,13 +8,8 @@ import (
 	"time"
 )
 
-// Files in the identity directory.
-const (
-	KeyFile    = "key.pem"    // the pod's private key (0600)
-	CertFile   = "cert.pem"   // the certificate chain, leaf first
-	BundleFile = "bundle.pem" // the trusted roots
-	dataLink   = "..data"
-)
+// dataLink names the current version of the identity directory.
+const dataLink = "..data"
 
 // WriteAtomic replaces the files of dir as one: readers see either the old
 // set or the new one, never a key of one with the certificate of the other.

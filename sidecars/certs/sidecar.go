@@ -26,6 +26,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/ca"
 )
@@ -177,8 +178,8 @@ func (s *Sidecar) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{KeyFile: keyPEM, CertFile: resp.Chain, BundleFile: resp.Bundle},
-		map[string]os.FileMode{KeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: resp.Chain, v1alpha1.IdentityBundleFile: resp.Bundle},
+		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.notAfter, s.bundle = chain[0].NotAfter, resp.Bundle
@@ -205,8 +206,8 @@ func (s *Sidecar) refreshBundle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{KeyFile: keyPEM, CertFile: ca.EncodeCerts(cur.Chain...), BundleFile: b},
-		map[string]os.FileMode{KeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: ca.EncodeCerts(cur.Chain...), v1alpha1.IdentityBundleFile: b},
+		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.bundle = b

@@ -12,12 +12,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
 
 // Expanded reports whether a variable name is expanded from the
 // environment: the identity variables the controller injects.
 func Expanded(name string) bool {
-	return strings.HasPrefix(name, "TRELLIS_") || strings.HasPrefix(name, "POD_")
+	return strings.HasPrefix(name, v1alpha1.EnvPrefix) || strings.HasPrefix(name, "POD_")
 }
 
 // ref is a ${NAME} reference; nothing else ($NAME, $$) is touched.

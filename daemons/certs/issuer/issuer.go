@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
-	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/ca"
 )
@@ -250,7 +250,7 @@ func (is *Issuer) Identity(pod *corev1.Pod) (spiffeid.ID, []string, error) {
 		return spiffeid.ID{}, nil, err
 	}
 	var dns []string
-	if svc := pod.Labels[inject.LabelService]; svc != "" {
+	if svc := pod.Labels[v1alpha1.LabelService]; svc != "" {
 		dns = append(dns, fmt.Sprintf("%s.%s.svc.%s", svc, pod.Namespace, is.cfg.ClusterDomain))
 	}
 	return id, dns, nil
