@@ -20,7 +20,7 @@ import (
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
 	"github.com/trellis-dev/trellis/daemons/logshipper"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )

@@ -23,8 +23,8 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
 

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
 	"github.com/trellis-dev/trellis/internal/daemon"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 func main() { daemon.Main("trellis-zk-registrar", run) }

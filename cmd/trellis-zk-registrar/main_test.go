@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
