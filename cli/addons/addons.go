@@ -13,11 +13,11 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // NewCommand returns `trellis addons`.
@@ -110,7 +110,7 @@ func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state
 	// CA Secret only when the cluster has none.
 	def := l.ClusterDefinition
 	if def.Cloud == definition.CloudKind {
-		root, err := ca.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, time.Now())
+		root, err := pki.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, time.Now())
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func Apply(ctx context.Context, s streams.Streams, file, kubeconfig, wait, state
 			return err
 		}
 	} else if state != "" {
-		root, err := pki.Root(ctx, state, render.ClusterName(def))
+		root, err := statestore.IdentityRoot(ctx, state, render.ClusterName(def))
 		if err != nil {
 			return fmt.Errorf("identity root CA of %s: %w (created by `trellis cluster create`)", def.Name, err)
 		}

@@ -34,8 +34,8 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
@@ -94,7 +94,7 @@ type env struct {
 	dir    string
 	cgroup string // test-owned cgroup root under the pids hierarchy
 
-	root   *ca.KeyPair
+	root   *pki.KeyPair
 	is     *issuer.Issuer
 	issuer *restartable
 	url    string
@@ -141,15 +141,15 @@ func newEnv(t testing.TB, ttl time.Duration) *env {
 
 	// The authority, in its Secret; the issuer loads and watches it.
 	var err error
-	e.root, err = ca.NewRoot(td.Name(), 24*time.Hour, time.Now())
+	e.root, err = pki.NewRoot(td.Name(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := ca.NewIntermediate(e.root, td.Name(), 12*time.Hour, time.Now())
+	signer, err := pki.NewIntermediate(e.root, td.Name(), 12*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.putCA(ca.NewState(e.root, signer))
+	e.putCA(pki.NewState(e.root, signer))
 	// The issuer reads pods from an informer, as in production.
 	ictx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -244,7 +244,7 @@ func (e *env) token(namespace, sa string, bound *corev1.Pod) string {
 	return tr.Status.Token
 }
 
-func (e *env) putCA(st *ca.State) {
+func (e *env) putCA(st *pki.State) {
 	e.t.Helper()
 	data, err := st.Data()
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
 
@@ -274,17 +274,17 @@ func TestIntegrationCARotation(t *testing.T) {
 		}
 		return len(id.Roots)
 	}
-	signedBy := func(dir string, signer *ca.KeyPair) bool {
+	signedBy := func(dir string, signer *pki.KeyPair) bool {
 		id, err := certs.Load(dir)
 		return err == nil && len(id.Chain) > 1 && id.Chain[1].Equal(signer.Cert)
 	}
 	time.Sleep(time.Second)
 	st := e.is.State()
-	newRoot, err := ca.NewRoot(td.Name(), 24*time.Hour, time.Now())
+	newRoot, err := pki.NewRoot(td.Name(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	newSigner, err := ca.NewIntermediate(newRoot, td.Name(), 12*time.Hour, time.Now())
+	newSigner, err := pki.NewIntermediate(newRoot, td.Name(), 12*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

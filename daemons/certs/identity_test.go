@@ -18,7 +18,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
 
@@ -137,12 +137,12 @@ func TestIntegrationPodIdentity(t *testing.T) {
 			t.Fatalf("openssl verify: %v\n%s", err, out)
 		}
 		// A root of another authority does not verify it (the check can fail).
-		other, err := ca.NewRoot("elsewhere.test", time.Hour, time.Now())
+		other, err := pki.NewRoot("elsewhere.test", time.Hour, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		otherPEM := filepath.Join(t.TempDir(), "other.pem")
-		if err := os.WriteFile(otherPEM, ca.EncodeCerts(other.Cert), 0o644); err != nil {
+		if err := os.WriteFile(otherPEM, pki.EncodeCerts(other.Cert), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err = exec.Command("openssl", "verify", "-CAfile", otherPEM, "-untrusted", cert, cert).CombinedOutput()

@@ -13,7 +13,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // Identity is what the sidecar wrote: key, chain and bundle.
@@ -46,7 +46,7 @@ func loadFrom(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := ca.ParseKey(keyPEM)
+	key, err := pki.ParseKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityKeyFile, err)
 	}
@@ -54,7 +54,7 @@ func loadFrom(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain, err := ca.ParseCerts(certPEM)
+	chain, err := pki.ParseCerts(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityCertFile, err)
 	}
@@ -62,7 +62,7 @@ func loadFrom(dir string) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	roots, err := ca.ParseCerts(bundlePEM)
+	roots, err := pki.ParseCerts(bundlePEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityBundleFile, err)
 	}

@@ -33,7 +33,7 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // NodeNameExtra is the token-review extra that names the node of the pod a
@@ -66,7 +66,7 @@ type Config struct {
 // Issuer serves SignPath.
 type Issuer struct {
 	cfg   Config
-	state atomic.Pointer[ca.State]
+	state atomic.Pointer[pki.State]
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -85,7 +85,7 @@ type review struct {
 }
 
 // New returns an issuer signing with state.
-func New(cfg Config, state *ca.State) *Issuer {
+func New(cfg Config, state *pki.State) *Issuer {
 	if cfg.TTL == 0 {
 		cfg.TTL = time.Hour
 	}
@@ -123,16 +123,16 @@ func (is *Issuer) Collectors() []prometheus.Collector {
 
 // SetState replaces the authority (CA rotation); requests in flight finish
 // with the old one.
-func (is *Issuer) SetState(s *ca.State) {
+func (is *Issuer) SetState(s *pki.State) {
 	if old := is.state.Load(); old != nil && old.Equal(s) {
 		return
 	}
 	is.state.Store(s)
-	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", ca.Fingerprint(s.Signer.Cert))
+	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", pki.Fingerprint(s.Signer.Cert))
 }
 
 // State is the current authority.
-func (is *Issuer) State() *ca.State { return is.state.Load() }
+func (is *Issuer) State() *pki.State { return is.state.Load() }
 
 // refusal is an error with an HTTP status and a metric reason.
 type refusal struct {
@@ -228,15 +228,15 @@ func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*
 		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
 	st := is.State()
-	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Now())
-	if errors.Is(err, ca.ErrBadCSR) {
+	chain, err := st.Sign(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Now())
+	if errors.Is(err, pki.ErrBadCSR) {
 		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
-	return &api.SignResponse{Chain: ca.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
+	return &api.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.
