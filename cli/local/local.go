@@ -15,7 +15,6 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/render"
 	addonscmd "github.com/trellis-dev/trellis/cli/addons"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/local/kindcluster"
@@ -156,7 +155,7 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	if err != nil {
 		return err
 	}
-	host := render.DetectHostQuirks()
+	host := kindcluster.DetectHostQuirks()
 	log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScoreAdj", host.NoNegativeOOMScoreAdj)
 	iopts := o.image.options(log)
 	image, err := nodeimage.Build(ctx, iopts)
