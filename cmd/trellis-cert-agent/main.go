@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -38,7 +37,7 @@ func run(ctx context.Context) error {
 	podBurst := flag.Int("pod-burst", 5, "request burst per pod")
 	attestTimeout := flag.Duration("attest-timeout", 5*time.Second, "how long to wait for a new pod to reach the cache")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "cert-agent", "node", *node)
+	log := daemon.Logger("cert-agent", "node", *node)
 
 	td, err := spiffeid.TrustDomainFromString(*trustDomain)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
 	"os"
 
 	"golang.org/x/sync/errgroup"
@@ -29,7 +28,7 @@ func run(ctx context.Context) error {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	listen := flag.String("listen", ":9106", "address of /healthz and /readyz")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "netd", "node", *node)
+	log := daemon.Logger("netd", "node", *node)
 	client, _, err := daemon.Client(*kubeconfig, "trellis-netd")
 	if err != nil {
 		return err

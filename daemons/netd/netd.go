@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // RouteProtocol marks netd's routes (see /etc/iproute2/rt_protos).
@@ -259,11 +260,7 @@ func (d *Daemon) writeCNI(podCIDR string) error {
 	if err := os.MkdirAll(d.cfg.CNIConfDir, 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsync.Replace(path, b, 0o644); err != nil {
 		return err
 	}
 	d.log.Info("wrote the CNI configuration", "path", path, "podCIDR", podCIDR)

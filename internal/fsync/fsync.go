@@ -3,7 +3,10 @@
 // change.
 package fsync
 
-import "os"
+import (
+	"os"
+	"path/filepath"
+)
 
 // WriteFile writes data to path (created with mode, or truncated) and syncs
 // it before closing.
@@ -32,4 +35,21 @@ func Dir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Replace replaces path with data atomically and durably: it writes
+// path+".tmp" (created with mode), syncs it, renames it over path and syncs
+// the directory. A crash leaves the old content or the new one, never a
+// mix; readers never see a partial file.
+func Replace(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := WriteFile(tmp, data, mode); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return Dir(filepath.Dir(path))
 }
