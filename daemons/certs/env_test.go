@@ -33,8 +33,8 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+	"github.com/trellis-dev/trellis/internal/certsapi"
 	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/sidecars/certs"
@@ -70,7 +70,7 @@ func call(socket string, args []string) int {
 	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 	for range n {
 		start := time.Now()
-		resp, err := c.Post("http://agent"+api.SignPath, "application/x-pem-file", bytes.NewReader(csr))
+		resp, err := c.Post("http://agent"+certsapi.SignPath, "application/x-pem-file", bytes.NewReader(csr))
 		if err != nil {
 			fmt.Println("error", err)
 			return 1

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
+	"github.com/trellis-dev/trellis/internal/certsapi"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -152,11 +152,11 @@ func (s *Sidecar) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := s.call(ctx, http.MethodPost, api.SignPath, pki.EncodeCSR(csr))
+	body, err := s.call(ctx, http.MethodPost, certsapi.SignPath, pki.EncodeCSR(csr))
 	if err != nil {
 		return err
 	}
-	var resp api.SignResponse
+	var resp certsapi.SignResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return fmt.Errorf("bad answer from the agent: %w", err)
 	}
@@ -184,7 +184,7 @@ func (s *Sidecar) renew(ctx context.Context) error {
 }
 
 func (s *Sidecar) refreshBundle(ctx context.Context) error {
-	b, err := s.call(ctx, http.MethodGet, api.BundlePath, nil)
+	b, err := s.call(ctx, http.MethodGet, certsapi.BundlePath, nil)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *Sidecar) call(ctx context.Context, method, path string, body []byte) ([
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e api.Error
+		var e certsapi.Error
 		_ = json.Unmarshal(out, &e)
 		return nil, &RefusedError{Code: resp.StatusCode, Message: e.Error}
 	}

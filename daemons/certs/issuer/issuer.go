@@ -32,7 +32,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
+	"github.com/trellis-dev/trellis/internal/certsapi"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -151,10 +151,10 @@ func refuse(status int, reason string, format string, args ...any) error {
 // ServeHTTP answers POST SignPath and GET BundlePath.
 func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case r.URL.Path == api.BundlePath && r.Method == http.MethodGet:
+	case r.URL.Path == certsapi.BundlePath && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(is.State().Bundle())
-	case r.URL.Path == api.SignPath && r.Method == http.MethodPost:
+	case r.URL.Path == certsapi.SignPath && r.Method == http.MethodPost:
 		start := time.Now()
 		resp, err := is.handleSign(r)
 		is.latency.Observe(time.Since(start).Seconds())
@@ -165,7 +165,7 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			is.refused.WithLabelValues(rf.reason).Inc()
 			is.log.Warn("refused a certificate request", "reason", rf.reason, "err", rf.err)
-			writeJSON(w, rf.status, api.Error{Error: rf.Error()})
+			writeJSON(w, rf.status, certsapi.Error{Error: rf.Error()})
 			return
 		}
 		is.issued.Inc()
@@ -181,7 +181,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
+func (is *Issuer) handleSign(r *http.Request) (*certsapi.SignResponse, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")
@@ -193,7 +193,7 @@ func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
 	if !is.limiter(node).Allow() {
 		return nil, refuse(http.StatusTooManyRequests, "rate_limited", "node %s is over its rate limit", node)
 	}
-	var req api.SignRequest
+	var req certsapi.SignRequest
 	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&req); err != nil {
 		return nil, refuse(http.StatusBadRequest, "bad_request", "failed to decode the request: %w", err)
 	}
@@ -202,7 +202,7 @@ func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
 
 // Sign issues a certificate for the pod of req on behalf of an agent
 // authenticated for node.
-func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*api.SignResponse, error) {
+func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, error) {
 	pod, err := is.pod(ctx, req.Namespace, req.Name)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*
 		return nil, err
 	}
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
-	return &api.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
+	return &certsapi.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.
