@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // RecordConfigMap records, per addon, the version and manifest hash last
@@ -45,7 +45,7 @@ type Applier struct {
 	Wait time.Duration
 	// CA, when set, seeds the issuer's CA Secret if there is none (never
 	// replaced: rotation is a deliberate Secret update).
-	CA *ca.State
+	CA *pki.State
 	// Force re-applies unchanged addons.
 	Force bool
 }

@@ -10,9 +10,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // ApplyOptions are what Apply needs besides the definition.
@@ -55,20 +55,20 @@ func Apply(ctx context.Context, def *definition.ClusterDefinition, o ApplyOption
 // signing CA under the root that `trellis cluster create` keeps in the state
 // store; local clusters generate their root. nil when an AWS cluster's
 // state store is not given.
-func IssuerCA(ctx context.Context, def *definition.ClusterDefinition, stateStore string, c clock.PassiveClock) (*ca.State, error) {
+func IssuerCA(ctx context.Context, def *definition.ClusterDefinition, stateStore string, c clock.PassiveClock) (*pki.State, error) {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	var root *ca.KeyPair
+	var root *pki.KeyPair
 	switch {
 	case def.Cloud == definition.CloudKind:
-		r, err := ca.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, c.Now())
+		r, err := pki.NewRoot(def.Runtime.TrustDomain, pki.RootTTL, c.Now())
 		if err != nil {
 			return nil, err
 		}
 		root = r
 	case stateStore != "":
-		r, err := pki.Root(ctx, stateStore, render.ClusterName(def))
+		r, err := statestore.IdentityRoot(ctx, stateStore, render.ClusterName(def))
 		if err != nil {
 			return nil, fmt.Errorf("identity root CA of %s: %w (created by `trellis cluster create`)", def.Name, err)
 		}

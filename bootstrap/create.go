@@ -17,7 +17,6 @@ import (
 	"k8s.io/kops/util/pkg/vfs"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
 )
@@ -146,7 +145,7 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	}
 	// The pod-identity root lives beside the specs; an existing one (a
 	// re-created cluster) is kept so workloads' trust survives.
-	if _, created, err := pki.EnsureRoot(ctx, opts.StateStore, c.Name, def.Runtime.TrustDomain); err != nil {
+	if _, created, err := statestore.EnsureIdentityRoot(ctx, opts.StateStore, c.Name, def.Runtime.TrustDomain); err != nil {
 		return nil, errors.Join(fmt.Errorf("failed to create the identity root CA of %s: %w", c.Name, err), rollback(ctx, p.Clientset, c))
 	} else if created && opts.Out != nil {
 		fmt.Fprintf(opts.Out, "Created the pod-identity root CA of %s in the state store\n", c.Name)

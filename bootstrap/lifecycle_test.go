@@ -19,7 +19,6 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
-	"github.com/trellis-dev/trellis/bootstrap/pki"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
 )
 
@@ -71,7 +70,7 @@ func TestLifecycleProd(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	// The pod-identity root CA was created in the state store.
-	if root, err := pki.Root(ctx, opts.StateStore, "prod-us-east-1.k8s.trellis.example"); err != nil || !root.Cert.IsCA {
+	if root, err := statestore.IdentityRoot(ctx, opts.StateStore, "prod-us-east-1.k8s.trellis.example"); err != nil || !root.Cert.IsCA {
 		t.Errorf("identity root CA in the state store: %v", err)
 	}
 

@@ -104,7 +104,7 @@ func TestIntegrationTrellisJobSet(t *testing.T) {
 		for _, ev := range j.Spec.Template.Spec.Containers[0].Env {
 			env[ev.Name] = ev.Value
 		}
-		if env["TRELLIS_SHARD_COUNT"] != "3" || env["TRELLIS_SHARD_INDEX"] != j.Labels[trellisjobset.LabelShard] {
+		if env[v1alpha1.EnvShardCount] != "3" || env[v1alpha1.EnvShardIndex] != j.Labels[v1alpha1.LabelShard] {
 			t.Errorf("job %s: shard env %v", j.Name, env)
 		}
 	}

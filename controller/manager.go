@@ -124,7 +124,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	cfg.defaults()
 	rc := rest.CopyConfig(restCfg)
 	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
-	managed := labels.SelectorFromSet(labels.Set{inject.LabelManagedBy: inject.ManagedBy})
+	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy})
 	// One entry per type (the profile ConfigMap is read through the same
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}

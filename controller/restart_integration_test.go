@@ -79,7 +79,7 @@ func TestIntegrationRestartMidBurst(t *testing.T) {
 		{"services", &corev1.ServiceList{}},
 		{"pdbs", &policyv1.PodDisruptionBudgetList{}},
 	} {
-		if err := c.List(ctx, tc.list, client.InNamespace("default"), client.MatchingLabels{"app.kubernetes.io/managed-by": "trellis"}); err != nil {
+		if err := c.List(ctx, tc.list, client.InNamespace("default"), client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}); err != nil {
 			t.Fatal(err)
 		}
 		items, _ := meta.ExtractList(tc.list)

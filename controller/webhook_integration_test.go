@@ -39,7 +39,7 @@ func TestIntegrationWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	profile := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{inject.LabelManagedBy: inject.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: "revision: strict\nresources:\n  policy: Require\n"},
 	}
 	if err := c.Create(ctx, profile); err != nil {

@@ -16,11 +16,11 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
 	"github.com/trellis-dev/trellis/daemons/logshipper"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/pki"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
@@ -84,9 +84,9 @@ func TestIntegrationSteadyStateIsWatchesOnly(t *testing.T) {
 
 	// The issuer: CA secret watch and trust-bundle publisher.
 	td := spiffeid.RequireTrustDomainFromString("trellis.test")
-	root, _ := ca.NewRoot(td.Name(), time.Hour, time.Now())
-	signer, _ := ca.NewIntermediate(root, td.Name(), time.Hour, time.Now())
-	data, _ := ca.NewState(root, signer).Data()
+	root, _ := pki.NewRoot(td.Name(), time.Hour, time.Now())
+	signer, _ := pki.NewIntermediate(root, td.Name(), time.Hour, time.Now())
+	data, _ := pki.NewState(root, signer).Data()
 	if _, err := admin.CoreV1().Secrets("trellis-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "trellis-ca", Namespace: "trellis-system"}, Data: data}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/addons"
-	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
 )
@@ -39,7 +38,7 @@ func (u *up) nodeImage(ctx context.Context) error {
 // ensureCluster creates the kind cluster, or reuses (or, with Recreate,
 // replaces) an existing one.
 func (u *up) ensureCluster(ctx context.Context) error {
-	host := render.DetectHostQuirks()
+	host := kindcluster.DetectHostQuirks()
 	u.o.Log.Info("host", "cgroupV1", host.CgroupV1, "noNegativeOOMScoreAdj", host.NoNegativeOOMScoreAdj)
 	cfg, err := kindcluster.Config(u.def, u.image, host, u.o.Image)
 	if err != nil {

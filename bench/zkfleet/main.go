@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
 

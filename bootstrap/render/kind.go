@@ -14,7 +14,8 @@ import (
 )
 
 // HostQuirks are properties of the machine a local cluster runs on that its
-// nodes must be configured around.
+// nodes must be configured around (local/kindcluster.DetectHostQuirks reads
+// them on this machine).
 type HostQuirks struct {
 	// CgroupV1: Kubernetes 1.35+ kubelets refuse cgroup v1 unless told
 	// failCgroupV1: false.

@@ -1,5 +1,6 @@
 // Package statestore opens a kops state store (s3://, file:// or memfs://)
-// through kops's own vfs clientset.
+// through kops's own vfs clientset, and keeps Trellis's own files beside a
+// cluster's there: its pod-identity root CA.
 package statestore
 
 import (

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trellis-dev/trellis/cli/internal/streams"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -35,7 +35,7 @@ func TestIntegrationApplyLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ca.Load(s.Data)
+	st, err := pki.Load(s.Data)
 	if err != nil {
 		t.Fatalf("the seeded CA does not load: %v", err)
 	}
@@ -47,7 +47,7 @@ func TestIntegrationApplyLocal(t *testing.T) {
 		t.Errorf("second apply:\n%s", out)
 	}
 	s2, _ := cp.Client.CoreV1().Secrets("trellis-system").Get(ctx, "trellis-ca", metav1.GetOptions{})
-	if st2, err := ca.Load(s2.Data); err != nil || !st2.Equal(st) {
+	if st2, err := pki.Load(s2.Data); err != nil || !st2.Equal(st) {
 		t.Error("a second apply replaced the CA (rotation must be deliberate)")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/local/kindcluster"
 )
 
 type renderOptions struct {
@@ -61,7 +62,7 @@ func runRender(o *renderOptions, s streams.Streams) error {
 // definition as a kind configuration (for this host's quirks).
 func renderDefinition(d *definition.ClusterDefinition) ([]byte, string, error) {
 	if d.Cloud == definition.CloudKind {
-		kc, err := render.ToKind(d, render.DefaultNodeImage, render.DetectHostQuirks())
+		kc, err := render.ToKind(d, render.DefaultNodeImage, kindcluster.DetectHostQuirks())
 		if err != nil {
 			return nil, "", err
 		}

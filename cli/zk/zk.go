@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/cli/internal/streams"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 // NewCommand returns `trellis zk`.

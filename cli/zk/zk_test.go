@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/trellis-dev/trellis/cli"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
 

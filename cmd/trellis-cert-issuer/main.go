@@ -5,10 +5,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -38,7 +36,7 @@ func run(ctx context.Context) error {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	identity := flag.String("pod-name", os.Getenv("POD_NAME"), "this replica's name (leader election identity)")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "cert-issuer")
+	log := daemon.Logger("cert-issuer")
 
 	td, err := spiffeid.TrustDomainFromString(*trustDomain)
 	if err != nil {
@@ -74,19 +72,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	daemon.ServeTLS(ctx, g, srv)
 	daemon.Serve(ctx, g, *metrics, daemon.Endpoints(reg, nil))
-	g.Go(func() error {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
 	g.Go(func() error {
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock: lock, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -37,7 +36,7 @@ func run(ctx context.Context) error {
 	batchLines := flag.Int("batch-lines", 10000, "maximum batch size in lines")
 	poll := flag.Duration("poll", 200*time.Millisecond, "file poll interval when idle")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "log-shipper", "node", *node)
+	log := daemon.Logger("log-shipper", "node", *node)
 
 	var sk sink.Sink
 	switch *sinkName {

@@ -7,11 +7,11 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
 	"os"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/netd"
 	"github.com/trellis-dev/trellis/internal/daemon"
 )
@@ -24,11 +24,11 @@ func run(ctx context.Context) error {
 	bridge := flag.String("bridge", "trellis0", "the pods' bridge")
 	mtu := flag.Int("mtu", 1500, "MTU of pod interfaces")
 	clusterCIDR := flag.String("cluster-cidr", "", "the cluster's pod CIDR: traffic from it to outside it is masqueraded")
-	firewall := flag.Bool("firewall", true, "program iptables: masquerade, and keep pods from the metadata address unless annotated "+netd.AnnotationMetadataAccess+"=allow")
+	firewall := flag.Bool("firewall", true, "program iptables: masquerade, and keep pods from the metadata address unless annotated "+v1alpha1.AnnotationMetadataAccess+"=allow")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	listen := flag.String("listen", ":9106", "address of /healthz and /readyz")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "netd", "node", *node)
+	log := daemon.Logger("netd", "node", *node)
 	client, _, err := daemon.Client(*kubeconfig, "trellis-netd")
 	if err != nil {
 		return err

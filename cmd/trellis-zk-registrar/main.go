@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -17,8 +16,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
 	"github.com/trellis-dev/trellis/internal/daemon"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 func main() { daemon.Main("trellis-zk-registrar", run) }
@@ -36,7 +35,7 @@ func run(ctx context.Context) error {
 	jitter := flag.Duration("reregister-jitter", 2*time.Second, "spread re-registration after a session expiry over up to this long (negative: none)")
 	verify := flag.Duration("verify-interval", 5*time.Second, "how often to check that every member znode exists and is ours")
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "zk-registrar", "node", *node)
+	log := daemon.Logger("zk-registrar", "node", *node)
 
 	client, _, err := daemon.Client(*kubeconfig, "trellis-zk-registrar")
 	if err != nil {

@@ -11,39 +11,6 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
 
-// Labels and annotations the runtime puts on pods. The ZooKeeper registrar
-// reads the discovery annotations.
-const (
-	LabelWorkload     = "trellis.dev/workload"
-	LabelKind         = "trellis.dev/kind"
-	LabelService      = "trellis.dev/service"
-	LabelManagedBy    = "app.kubernetes.io/managed-by"
-	LabelTeam         = "trellis.dev/team"
-	LabelCostCenter   = "trellis.dev/cost-center"
-	AnnotationProfile = "trellis.dev/runtime-profile"
-
-	AnnotationDiscoveryService = "discovery.trellis.dev/service"
-	AnnotationDiscoveryEnv     = "discovery.trellis.dev/env"
-	AnnotationDiscoveryPorts   = "discovery.trellis.dev/ports"
-	AnnotationDiscoveryShard   = "discovery.trellis.dev/shard"
-
-	ManagedBy = "trellis"
-)
-
-// Names and paths of what is injected.
-const (
-	ConfigInitName  = "trellis-config-init"
-	TrafficName     = "trellis-traffic"
-	CertName        = "trellis-cert"
-	ConfigVolume    = "trellis-config"
-	ConfigSrcVolume = "trellis-config-src"
-	IdentityVolume  = "trellis-identity"
-	AgentVolume     = "trellis-cert-agent"
-	ConfigPath      = "/etc/trellis/config"
-	IdentityPath    = "/var/run/trellis/identity"
-	AgentPath       = "/run/trellis/cert-agent"
-)
-
 // ErrResourcesRequired is wrapped when a container lacks resources that the
 // profile's policy requires. It is terminal: retrying cannot fix the spec.
 var ErrResourcesRequired = errors.New("resource requests and limits are required")
@@ -67,7 +34,7 @@ type Workload struct {
 
 // SelectorLabels identify a workload's pods; they never change.
 func SelectorLabels(kind, name string) map[string]string {
-	return map[string]string{LabelWorkload: name, LabelKind: strings.ToLower(kind)}
+	return map[string]string{v1alpha1.LabelWorkload: name, v1alpha1.LabelKind: strings.ToLower(kind)}
 }
 
 func enabled(b *bool) bool { return b == nil || *b }
@@ -83,9 +50,9 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	for k, v := range SelectorLabels(w.Kind, w.Name) {
 		pt.Labels[k] = v
 	}
-	pt.Labels[LabelService] = w.Service
-	pt.Labels[LabelManagedBy] = ManagedBy
-	for _, k := range []string{LabelTeam, LabelCostCenter} {
+	pt.Labels[v1alpha1.LabelService] = w.Service
+	pt.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
+	for _, k := range []string{v1alpha1.LabelTeam, v1alpha1.LabelCostCenter} {
 		if v, ok := w.ObjectLabels[k]; ok {
 			pt.Labels[k] = v
 		}
@@ -94,14 +61,14 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	for k, v := range t.Metadata.Annotations {
 		pt.Annotations[k] = v
 	}
-	pt.Annotations[AnnotationProfile] = p.Revision
+	pt.Annotations[v1alpha1.AnnotationProfile] = p.Revision
 	discovery := enabled(w.Runtime.Discovery) && len(w.Ports) > 0
 	if discovery {
-		pt.Annotations[AnnotationDiscoveryService] = w.Service
-		pt.Annotations[AnnotationDiscoveryEnv] = p.Env
-		pt.Annotations[AnnotationDiscoveryPorts] = portsAnnotation(w.Ports)
+		pt.Annotations[v1alpha1.AnnotationDiscoveryService] = w.Service
+		pt.Annotations[v1alpha1.AnnotationDiscoveryEnv] = p.Env
+		pt.Annotations[v1alpha1.AnnotationDiscoveryPorts] = portsAnnotation(w.Ports)
 		if w.Shard != nil {
-			pt.Annotations[AnnotationDiscoveryShard] = fmt.Sprint(*w.Shard)
+			pt.Annotations[v1alpha1.AnnotationDiscoveryShard] = fmt.Sprint(*w.Shard)
 		}
 	}
 
@@ -118,47 +85,47 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 			return pt, err
 		}
 		c.Env = append(identityEnv(p, w), c.Env...)
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: ConfigVolume, MountPath: ConfigPath, ReadOnly: true})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeConfig, MountPath: v1alpha1.PathConfig, ReadOnly: true})
 		if enabled(w.Runtime.Identity) {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: IdentityVolume, MountPath: IdentityPath, ReadOnly: true})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeIdentity, MountPath: v1alpha1.PathIdentity, ReadOnly: true})
 		}
 		spec.Containers = append(spec.Containers, c)
 	}
 
 	// Config: the init container renders inline config (and profile
 	// settings) from the ConfigMap into a shared in-memory volume.
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: ConfigVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
-	initMounts := []corev1.VolumeMount{{Name: ConfigVolume, MountPath: ConfigPath}}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v1alpha1.VolumeConfig, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+	initMounts := []corev1.VolumeMount{{Name: v1alpha1.VolumeConfig, MountPath: v1alpha1.PathConfig}}
 	if w.ConfigMap != "" {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: ConfigSrcVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMap}}}})
-		initMounts = append(initMounts, corev1.VolumeMount{Name: ConfigSrcVolume, MountPath: "/etc/trellis/config-src", ReadOnly: true})
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v1alpha1.VolumeConfigSrc, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMap}}}})
+		initMounts = append(initMounts, corev1.VolumeMount{Name: v1alpha1.VolumeConfigSrc, MountPath: v1alpha1.PathConfigSrc, ReadOnly: true})
 	}
 	spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-		Name:         ConfigInitName,
+		Name:         v1alpha1.ContainerConfigInit,
 		Image:        p.Images.ConfigInit,
-		Args:         []string{"--src=/etc/trellis/config-src", "--dst=" + ConfigPath},
+		Args:         []string{"--src=" + v1alpha1.PathConfigSrc, "--dst=" + v1alpha1.PathConfig},
 		Env:          identityEnv(p, w),
 		VolumeMounts: initMounts,
 	}, false))
 
 	if enabled(w.Runtime.Identity) {
 		spec.Volumes = append(spec.Volumes,
-			corev1.Volume{Name: IdentityVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
-			corev1.Volume{Name: AgentVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.CertAgentSocketDir, Type: new(corev1.HostPathDirectoryOrCreate)}}},
+			corev1.Volume{Name: v1alpha1.VolumeIdentity, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			corev1.Volume{Name: v1alpha1.VolumeCertAgent, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.CertAgentSocketDir, Type: new(corev1.HostPathDirectoryOrCreate)}}},
 		)
 		spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-			Name:  CertName,
+			Name:  v1alpha1.ContainerCert,
 			Image: p.Images.Cert,
-			Args:  []string{"--agent-socket=" + AgentPath + "/agent.sock", "--out=" + IdentityPath},
+			Args:  []string{"--agent-socket=" + v1alpha1.PathCertAgent + "/" + v1alpha1.CertAgentSocket, "--out=" + v1alpha1.PathIdentity},
 			// The agent attests the pod from its cgroup: the sidecar needs no
 			// identity env.
 			VolumeMounts: []corev1.VolumeMount{
-				{Name: IdentityVolume, MountPath: IdentityPath},
-				{Name: AgentVolume, MountPath: AgentPath, ReadOnly: true},
+				{Name: v1alpha1.VolumeIdentity, MountPath: v1alpha1.PathIdentity},
+				{Name: v1alpha1.VolumeCertAgent, MountPath: v1alpha1.PathCertAgent, ReadOnly: true},
 			},
 			// The pod starts only once it holds its certificate.
 			StartupProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + IdentityPath}}},
+				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + v1alpha1.PathIdentity}}},
 				// Every field set, as the apiserver would default it, so that
 				// the live object compares equal to the desired one.
 				PeriodSeconds:    1,
@@ -170,13 +137,13 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	}
 	if discovery {
 		spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-			Name:  TrafficName,
+			Name:  v1alpha1.ContainerTraffic,
 			Image: p.Images.Traffic,
 			Args:  []string{"--service=" + w.Service, "--env=" + p.Env, "--ports=" + portsAnnotation(w.Ports), "--drain=5s"},
 			// Only the address is not known before the pod runs. Every env
 			// entry is paid for in each pod, ReplicaSet and Deployment
 			// write.
-			Env: []corev1.EnvVar{{Name: "TRELLIS_POD_IP", ValueFrom: fieldRef("status.podIP")}},
+			Env: []corev1.EnvVar{{Name: v1alpha1.EnvPodIP, ValueFrom: fieldRef("status.podIP")}},
 		}, true))
 	}
 	return pt, nil
@@ -236,13 +203,13 @@ func DefaultResources(p *Profile, c *corev1.Container) {
 
 func identityEnv(p *Profile, w Workload) []corev1.EnvVar {
 	env := []corev1.EnvVar{
-		{Name: "TRELLIS_SERVICE", Value: w.Service},
-		{Name: "TRELLIS_ENV", Value: p.Env},
-		{Name: "TRELLIS_CLUSTER", Value: p.Cluster},
-		{Name: "TRELLIS_POD_NAME", ValueFrom: fieldRef("metadata.name")},
-		{Name: "TRELLIS_POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
-		{Name: "TRELLIS_POD_IP", ValueFrom: fieldRef("status.podIP")},
-		{Name: "TRELLIS_NODE_NAME", ValueFrom: fieldRef("spec.nodeName")},
+		{Name: v1alpha1.EnvService, Value: w.Service},
+		{Name: v1alpha1.EnvEnvironment, Value: p.Env},
+		{Name: v1alpha1.EnvCluster, Value: p.Cluster},
+		{Name: v1alpha1.EnvPodName, ValueFrom: fieldRef("metadata.name")},
+		{Name: v1alpha1.EnvPodNamespace, ValueFrom: fieldRef("metadata.namespace")},
+		{Name: v1alpha1.EnvPodIP, ValueFrom: fieldRef("status.podIP")},
+		{Name: v1alpha1.EnvNodeName, ValueFrom: fieldRef("spec.nodeName")},
 	}
 	return env
 }

@@ -67,10 +67,10 @@ func TestOptOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pt.Spec.InitContainers) != 1 || pt.Spec.InitContainers[0].Name != ConfigInitName {
+	if len(pt.Spec.InitContainers) != 1 || pt.Spec.InitContainers[0].Name != v1alpha1.ContainerConfigInit {
 		t.Errorf("opted out of discovery and identity, got init containers %v", pt.Spec.InitContainers)
 	}
-	if _, ok := pt.Annotations[AnnotationDiscoveryService]; ok {
+	if _, ok := pt.Annotations[v1alpha1.AnnotationDiscoveryService]; ok {
 		t.Error("discovery annotations on a pod that opted out")
 	}
 }

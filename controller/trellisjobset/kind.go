@@ -86,7 +86,7 @@ func (Workload) Plan(ctx context.Context, env workload.Env, js *v1alpha1.Trellis
 		if !metav1.IsControlledBy(j, js) {
 			continue
 		}
-		n, err := strconv.Atoi(j.Labels[LabelShard])
+		n, err := strconv.Atoi(j.Labels[v1alpha1.LabelShard])
 		if err != nil || n < 0 || n >= int(js.Spec.Shards) {
 			continue
 		}

@@ -22,9 +22,6 @@ import (
 // Kind is the API kind this package reconciles.
 const Kind = "TrellisJobSet"
 
-// LabelShard is set on each shard's Job and pods.
-const LabelShard = "trellis.dev/shard"
-
 // JobName is the name of a shard's Job.
 func JobName(js *v1alpha1.TrellisJobSet, shard int32) string {
 	return fmt.Sprintf("%s-%d", js.Name, shard)
@@ -43,9 +40,9 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(js, v1alpha1.GroupVersion.WithKind(Kind))}
 	meta := func(name string) metav1.ObjectMeta {
 		labels := inject.SelectorLabels(Kind, js.Name)
-		labels[inject.LabelService] = js.Name
-		labels[inject.LabelManagedBy] = inject.ManagedBy
-		labels[LabelShard] = strconv.Itoa(int(shard))
+		labels[v1alpha1.LabelService] = js.Name
+		labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
+		labels[v1alpha1.LabelShard] = strconv.Itoa(int(shard))
 		return metav1.ObjectMeta{Name: name, Namespace: js.Namespace, Labels: labels, OwnerReferences: owner}
 	}
 	var objs []client.Object
@@ -70,9 +67,9 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 			cm.Data[k] = b.String()
 		}
 		objs = append(objs, cm)
-		tmpl.Volumes = append(tmpl.Volumes, corev1.Volume{Name: "trellis-shard-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
+		tmpl.Volumes = append(tmpl.Volumes, corev1.Volume{Name: v1alpha1.VolumeShardConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
 		for i := range tmpl.Containers {
-			tmpl.Containers[i].VolumeMounts = append(tmpl.Containers[i].VolumeMounts, corev1.VolumeMount{Name: "trellis-shard-config", MountPath: "/etc/trellis/shard", ReadOnly: true})
+			tmpl.Containers[i].VolumeMounts = append(tmpl.Containers[i].VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeShardConfig, MountPath: v1alpha1.PathShard, ReadOnly: true})
 		}
 	}
 	for _, vct := range js.Spec.VolumeClaimTemplates {
@@ -86,8 +83,8 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	}
 	for i := range tmpl.Containers {
 		tmpl.Containers[i].Env = append(tmpl.Containers[i].Env,
-			corev1.EnvVar{Name: "TRELLIS_SHARD_INDEX", Value: strconv.Itoa(int(shard))},
-			corev1.EnvVar{Name: "TRELLIS_SHARD_COUNT", Value: strconv.Itoa(int(js.Spec.Shards))},
+			corev1.EnvVar{Name: v1alpha1.EnvShardIndex, Value: strconv.Itoa(int(shard))},
+			corev1.EnvVar{Name: v1alpha1.EnvShardCount, Value: strconv.Itoa(int(js.Spec.Shards))},
 		)
 	}
 	pt, err := inject.PodTemplate(p, inject.Workload{
@@ -97,7 +94,7 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	if err != nil {
 		return nil, err
 	}
-	pt.Labels[LabelShard] = strconv.Itoa(int(shard))
+	pt.Labels[v1alpha1.LabelShard] = strconv.Itoa(int(shard))
 	pt.Spec.RestartPolicy = corev1.RestartPolicyNever
 	backoff := int32(3)
 	if js.Spec.BackoffLimit != nil {

@@ -35,8 +35,8 @@ func Translate(ts *v1alpha1.TrellisService, p *inject.Profile) ([]client.Object,
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(ts, v1alpha1.GroupVersion.WithKind(Kind))}
 	meta := func(name string) metav1.ObjectMeta {
 		labels := inject.SelectorLabels(Kind, ts.Name)
-		labels[inject.LabelService] = svcName
-		labels[inject.LabelManagedBy] = inject.ManagedBy
+		labels[v1alpha1.LabelService] = svcName
+		labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
 		return metav1.ObjectMeta{Name: name, Namespace: ts.Namespace, Labels: labels, OwnerReferences: owner}
 	}
 	var objs []client.Object

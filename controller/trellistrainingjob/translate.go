@@ -51,8 +51,8 @@ func Translate(tj *v1alpha1.TrellisTrainingJob, p *inject.Profile) ([]client.Obj
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(tj, v1alpha1.GroupVersion.WithKind(Kind))}
 	labels := func(extra map[string]string) map[string]string {
 		l := inject.SelectorLabels(Kind, tj.Name)
-		l[inject.LabelService] = tj.Name
-		l[inject.LabelManagedBy] = inject.ManagedBy
+		l[v1alpha1.LabelService] = tj.Name
+		l[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
 		for k, v := range extra {
 			l[k] = v
 		}

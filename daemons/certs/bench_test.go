@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+	"github.com/trellis-dev/trellis/internal/certsapi"
 )
 
 // load sends sign requests to the agent at socket at a fixed rate (open
@@ -45,10 +45,10 @@ func load(socket, rateS, durS string) int {
 		<-tick.C
 		wg.Go(func() {
 			start := time.Now()
-			resp, err := c.Post("http://agent"+api.SignPath, "application/x-pem-file", bytes.NewReader(csr))
+			resp, err := c.Post("http://agent"+certsapi.SignPath, "application/x-pem-file", bytes.NewReader(csr))
 			ok := err == nil && resp.StatusCode == 200
 			if resp != nil {
-				var out api.SignResponse
+				var out certsapi.SignResponse
 				_ = json.NewDecoder(resp.Body).Decode(&out)
 				resp.Body.Close()
 			}
@@ -131,11 +131,11 @@ func BenchmarkIssuance(b *testing.B) {
 		floor := 1 / (1/sigRate + 2/verifyRate)
 		is := issuer.New(issuer.Config{TrustDomain: td, TTL: time.Hour, Client: e.c, Pods: e.lister, NodeRate: 1e9, NodeBurst: 1 << 30,
 			AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"}}, e.is.State())
-		body, _ := json.Marshal(api.SignRequest{Namespace: ns, Name: "web-1", UID: string(e.pods["web-1"].UID), CSR: newCSR(b)})
+		body, _ := json.Marshal(certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(e.pods["web-1"].UID), CSR: newCSR(b)})
 		issued := 0
 		start := time.Now()
 		for time.Since(start) < 2*time.Second {
-			r := httptest.NewRequest(http.MethodPost, api.SignPath, bytes.NewReader(body))
+			r := httptest.NewRequest(http.MethodPost, certsapi.SignPath, bytes.NewReader(body))
 			r.Header.Set("Authorization", "Bearer "+e.agentToken)
 			w := httptest.NewRecorder()
 			is.ServeHTTP(w, r)

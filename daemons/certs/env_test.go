@@ -32,11 +32,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
-	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
@@ -71,7 +71,7 @@ func call(socket string, args []string) int {
 	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 	for range n {
 		start := time.Now()
-		resp, err := c.Post("http://agent"+api.SignPath, "application/x-pem-file", bytes.NewReader(csr))
+		resp, err := c.Post("http://agent"+certsapi.SignPath, "application/x-pem-file", bytes.NewReader(csr))
 		if err != nil {
 			fmt.Println("error", err)
 			return 1
@@ -95,7 +95,7 @@ type env struct {
 	dir    string
 	cgroup string // test-owned cgroup root under the pids hierarchy
 
-	root   *ca.KeyPair
+	root   *pki.KeyPair
 	is     *issuer.Issuer
 	issuer *restartable
 	url    string
@@ -142,15 +142,15 @@ func newEnv(t testing.TB, ttl time.Duration) *env {
 
 	// The authority, in its Secret; the issuer loads and watches it.
 	var err error
-	e.root, err = ca.NewRoot(td.Name(), 24*time.Hour, time.Now())
+	e.root, err = pki.NewRoot(td.Name(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := ca.NewIntermediate(e.root, td.Name(), 12*time.Hour, time.Now())
+	signer, err := pki.NewIntermediate(e.root, td.Name(), 12*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.putCA(ca.NewState(e.root, signer))
+	e.putCA(pki.NewState(e.root, signer))
 	// The issuer reads pods from an informer, as in production.
 	ictx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -222,7 +222,7 @@ func (e *env) pod(namespace, name, sa, node, service string) *corev1.Pod {
 		Spec:       corev1.PodSpec{ServiceAccountName: sa, NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 	if service != "" {
-		p.Labels[inject.LabelService] = service
+		p.Labels[v1alpha1.LabelService] = service
 	}
 	p, err := e.c.CoreV1().Pods(namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {
@@ -245,7 +245,7 @@ func (e *env) token(namespace, sa string, bound *corev1.Pod) string {
 	return tr.Status.Token
 }
 
-func (e *env) putCA(st *ca.State) {
+func (e *env) putCA(st *pki.State) {
 	e.t.Helper()
 	data, err := st.Data()
 	if err != nil {

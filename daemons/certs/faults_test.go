@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
 
@@ -121,10 +121,10 @@ func (e *env) callable(socket string) bool {
 // only agents' tokens are accepted.
 func TestIntegrationIssuerRefusals(t *testing.T) {
 	e := newEnv(t, time.Hour)
-	post := func(token string, req api.SignRequest) (int, string) {
+	post := func(token string, req certsapi.SignRequest) (int, string) {
 		t.Helper()
 		body, _ := json.Marshal(req)
-		r, _ := http.NewRequest(http.MethodPost, e.url+api.SignPath, bytes.NewReader(body))
+		r, _ := http.NewRequest(http.MethodPost, e.url+certsapi.SignPath, bytes.NewReader(body))
 		if token != "" {
 			r.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -134,7 +134,7 @@ func TestIntegrationIssuerRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var out api.Error
+		var out certsapi.Error
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode, out.Error
 	}
@@ -144,18 +144,18 @@ func TestIntegrationIssuerRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		token  string
-		req    api.SignRequest
+		req    certsapi.SignRequest
 		status int
 		msg    string
 	}{
-		{"the agent's own node", e.agentToken, api.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 200, ""},
-		{"a pod on another node", e.agentToken, api.SignRequest{Namespace: ns, Name: "far-1", UID: string(far.UID), CSR: csr}, 403, "not on the agent's node"},
-		{"a stale UID", e.agentToken, api.SignRequest{Namespace: ns, Name: "web-1", UID: "0d7e3b4a-3c4f-4bb1-9a57-3a8e6c1f0f00", CSR: csr}, 403, "has UID"},
-		{"no such pod", e.agentToken, api.SignRequest{Namespace: ns, Name: "ghost", UID: "x", CSR: csr}, 403, "does not exist"},
-		{"a workload's token", webToken, api.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 403, "is not a certificate agent"},
-		{"no token", "", api.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 401, "no bearer token"},
-		{"a garbage token", "not-a-token", api.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 401, "not authenticated"},
-		{"a garbage CSR", e.agentToken, api.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: []byte("junk")}, 400, "CERTIFICATE REQUEST"},
+		{"the agent's own node", e.agentToken, certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 200, ""},
+		{"a pod on another node", e.agentToken, certsapi.SignRequest{Namespace: ns, Name: "far-1", UID: string(far.UID), CSR: csr}, 403, "not on the agent's node"},
+		{"a stale UID", e.agentToken, certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: "0d7e3b4a-3c4f-4bb1-9a57-3a8e6c1f0f00", CSR: csr}, 403, "has UID"},
+		{"no such pod", e.agentToken, certsapi.SignRequest{Namespace: ns, Name: "ghost", UID: "x", CSR: csr}, 403, "does not exist"},
+		{"a workload's token", webToken, certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 403, "is not a certificate agent"},
+		{"no token", "", certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 401, "no bearer token"},
+		{"a garbage token", "not-a-token", certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: csr}, 401, "not authenticated"},
+		{"a garbage CSR", e.agentToken, certsapi.SignRequest{Namespace: ns, Name: "web-1", UID: string(web.UID), CSR: []byte("junk")}, 400, "CERTIFICATE REQUEST"},
 	} {
 		status, msg := post(tc.token, tc.req)
 		if status != tc.status || !strings.Contains(msg, tc.msg) {
@@ -274,17 +274,17 @@ func TestIntegrationCARotation(t *testing.T) {
 		}
 		return len(id.Roots)
 	}
-	signedBy := func(dir string, signer *ca.KeyPair) bool {
+	signedBy := func(dir string, signer *pki.KeyPair) bool {
 		id, err := certs.Load(dir)
 		return err == nil && len(id.Chain) > 1 && id.Chain[1].Equal(signer.Cert)
 	}
 	time.Sleep(time.Second)
 	st := e.is.State()
-	newRoot, err := ca.NewRoot(td.Name(), 24*time.Hour, time.Now())
+	newRoot, err := pki.NewRoot(td.Name(), 24*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	newSigner, err := ca.NewIntermediate(newRoot, td.Name(), 12*time.Hour, time.Now())
+	newSigner, err := pki.NewIntermediate(newRoot, td.Name(), 12*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

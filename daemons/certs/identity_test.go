@@ -19,7 +19,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
 
@@ -119,7 +120,7 @@ func TestIntegrationPodIdentity(t *testing.T) {
 		if life := leaf.NotAfter.Sub(time.Now()); life < 59*time.Minute || life > time.Hour {
 			t.Errorf("lifetime left %s, want about 1h", life)
 		}
-		fi, err := os.Stat(filepath.Join(webDir, certs.KeyFile)) // follows the symlinks
+		fi, err := os.Stat(filepath.Join(webDir, v1alpha1.IdentityKeyFile)) // follows the symlinks
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,18 +130,18 @@ func TestIntegrationPodIdentity(t *testing.T) {
 	})
 
 	t.Run("openssl verifies the chain", func(t *testing.T) {
-		cert := filepath.Join(webDir, certs.CertFile)
-		out, err := exec.Command("openssl", "verify", "-CAfile", filepath.Join(webDir, certs.BundleFile), "-untrusted", cert, cert).CombinedOutput()
+		cert := filepath.Join(webDir, v1alpha1.IdentityCertFile)
+		out, err := exec.Command("openssl", "verify", "-CAfile", filepath.Join(webDir, v1alpha1.IdentityBundleFile), "-untrusted", cert, cert).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), ": OK") {
 			t.Fatalf("openssl verify: %v\n%s", err, out)
 		}
 		// A root of another authority does not verify it (the check can fail).
-		other, err := ca.NewRoot("elsewhere.test", time.Hour, time.Now())
+		other, err := pki.NewRoot("elsewhere.test", time.Hour, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		otherPEM := filepath.Join(t.TempDir(), "other.pem")
-		if err := os.WriteFile(otherPEM, ca.EncodeCerts(other.Cert), 0o644); err != nil {
+		if err := os.WriteFile(otherPEM, pki.EncodeCerts(other.Cert), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err = exec.Command("openssl", "verify", "-CAfile", otherPEM, "-untrusted", cert, cert).CombinedOutput()

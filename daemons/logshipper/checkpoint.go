@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // Position is where reading of one file stands: everything before Offset
@@ -53,8 +54,8 @@ func loadCheckpoint(path string) (map[string]Position, error) {
 	return out, nil
 }
 
-// saveCheckpoint writes the positions atomically: a temporary file, fsync,
-// rename, fsync of the directory. A crash leaves the old or the new state.
+// saveCheckpoint writes the positions atomically and durably (fsync.Replace):
+// a crash leaves the old or the new state.
 func saveCheckpoint(path string, positions map[string]Position) error {
 	c := checkpoint{Positions: make([]Position, 0, len(positions))}
 	for _, p := range positions {
@@ -64,29 +65,5 @@ func saveCheckpoint(path string, positions map[string]Position) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsync.Replace(path, b, 0o600)
 }

@@ -13,10 +13,8 @@ const (
 	chainForward = "TRELLIS-FORWARD"
 	chainMasq    = "TRELLIS-MASQ"
 	// MetadataIP is the cloud instance-metadata address pods may not reach
-	// unless allowed (AnnotationMetadataAccess).
+	// unless allowed (v1alpha1.AnnotationMetadataAccess).
 	MetadataIP = "169.254.169.254"
-	// AnnotationMetadataAccess: "allow" lets a pod reach the metadata address.
-	AnnotationMetadataAccess = "trellis.dev/metadata-access"
 )
 
 // iptables runs the iptables tools (through Config.Exec, e.g. "ip netns

@@ -28,6 +28,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // RouteProtocol marks netd's routes (see /etc/iproute2/rt_protos).
@@ -201,7 +204,7 @@ func (d *Daemon) Reconcile() error {
 		var allowed []string
 		for _, obj := range d.pods.GetStore().List() {
 			p := obj.(*corev1.Pod)
-			if p.Annotations[AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
+			if p.Annotations[v1alpha1.AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
 				allowed = append(allowed, p.Status.PodIP)
 			}
 		}
@@ -257,11 +260,7 @@ func (d *Daemon) writeCNI(podCIDR string) error {
 	if err := os.MkdirAll(d.cfg.CNIConfDir, 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsync.Replace(path, b, 0o644); err != nil {
 		return err
 	}
 	d.log.Info("wrote the CNI configuration", "path", path, "podCIDR", podCIDR)

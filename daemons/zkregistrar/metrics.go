@@ -3,7 +3,7 @@ package zkregistrar
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 // Metrics of the registrar daemon.

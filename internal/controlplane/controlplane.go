@@ -67,7 +67,7 @@ type ControlPlane struct {
 	Config     *rest.Config
 	Client     kubernetes.Interface
 
-	pki       *pki
+	files     *files
 	opts      Options
 	apiPort   int
 	etcd      *proc
@@ -93,11 +93,11 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p, err := newPKI(dir)
+	p, err := newFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create PKI: %w", err)
 	}
-	cp = &ControlPlane{Dir: dir, pki: p, opts: opts}
+	cp = &ControlPlane{Dir: dir, files: p, opts: opts}
 	defer func() {
 		if err != nil {
 			cp.Stop()
@@ -174,7 +174,7 @@ func (cp *ControlPlane) PIDs() map[string]int {
 
 // StartAPIServer (re)starts kube-apiserver on its port and waits for /readyz.
 func (cp *ControlPlane) StartAPIServer() error {
-	p := cp.pki
+	p := cp.files
 	args := []string{
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.apiPort),
 		"--etcd-servers=" + cp.EtcdURL,
@@ -221,7 +221,7 @@ func (cp *ControlPlane) StopAPIServer() {
 
 func (cp *ControlPlane) waitReady(timeout time.Duration) error {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(cp.pki.caPEM)
+	pool.AppendCertsFromPEM(cp.files.caPEM)
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -330,7 +330,7 @@ contexts:
 - name: test
   context: {cluster: test, user: admin}
 current-context: test
-`, cp.APIURL, cp.pki.caCert, adminToken)
+`, cp.APIURL, cp.files.caCert, adminToken)
 }
 
 // freePorts returns n distinct free loopback ports.

@@ -1,12 +1,17 @@
 // Package daemon is what every Trellis node daemon's main shares: the
-// signal-cancelled context, the API client (kubeconfig or in-cluster), and
-// the /metrics, /healthz and /readyz server.
+// signal-cancelled context, the logger, the API client (kubeconfig or
+// in-cluster), and the /metrics, /healthz and /readyz server.
+//
+// It links client-go and Prometheus: pod sidecars (cmd/trellis-cert,
+// cmd/trellis-traffic), whose images every pod pulls, keep their own few
+// lines of preamble rather than import it.
 package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -71,11 +76,27 @@ func Endpoints(reg *prometheus.Registry, ready func() error) *http.ServeMux {
 	return mux
 }
 
+// Logger is a daemon's structured logger: JSON on stderr, every record
+// carrying the component's name and args.
+func Logger(component string, args ...any) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil)).With(append([]any{"component", component}, args...)...)
+}
+
 // Serve runs an HTTP server on addr in g until ctx ends.
 func Serve(ctx context.Context, g *errgroup.Group, addr string, h http.Handler) {
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	run(ctx, g, srv, srv.ListenAndServe)
+}
+
+// ServeTLS runs srv with its TLSConfig's certificates in g until ctx ends.
+func ServeTLS(ctx context.Context, g *errgroup.Group, srv *http.Server) {
+	run(ctx, g, srv, func() error { return srv.ListenAndServeTLS("", "") })
+}
+
+// run runs listen in g, and shuts srv down (5s grace) when ctx ends.
+func run(ctx context.Context, g *errgroup.Group, srv *http.Server, listen func() error) {
 	g.Go(func() error {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := listen(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 )
 
 // Main is the trellis-cert command: "run" (the sidecar), "once" (obtain a
@@ -26,9 +28,9 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("trellis-cert "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("agent-socket", "/run/trellis/cert-agent/agent.sock", "the node agent's Unix socket")
-	dir := fs.String("out", "/var/run/trellis/identity", "directory for key.pem, cert.pem and bundle.pem")
-	checkDir := fs.String("dir", "/var/run/trellis/identity", "directory to check (check)")
+	socket := fs.String("agent-socket", v1alpha1.PathCertAgent+"/"+v1alpha1.CertAgentSocket, "the node agent's Unix socket")
+	dir := fs.String("out", v1alpha1.PathIdentity, "directory for key.pem, cert.pem and bundle.pem")
+	checkDir := fs.String("dir", v1alpha1.PathIdentity, "directory to check (check)")
 	refresh := fs.Duration("bundle-refresh", time.Minute, "how often to refetch the trust bundle between renewals")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (once)")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -6,15 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
-// Files in the identity directory.
-const (
-	KeyFile    = "key.pem"    // the pod's private key (0600)
-	CertFile   = "cert.pem"   // the certificate chain, leaf first
-	BundleFile = "bundle.pem" // the trusted roots
-	dataLink   = "..data"
-)
+// dataLink names the current version of the identity directory.
+const dataLink = "..data"
 
 // WriteAtomic replaces the files of dir as one: readers see either the old
 // set or the new one, never a key of one with the certificate of the other.
@@ -35,7 +32,7 @@ func WriteAtomic(dir string, files map[string][]byte, modes map[string]os.FileMo
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := writeFileSync(filepath.Join(ver, name), data, mode); err != nil {
+		if err := fsync.WriteFile(filepath.Join(ver, name), data, mode); err != nil {
 			_ = os.RemoveAll(ver)
 			return err
 		}
@@ -64,32 +61,7 @@ func WriteAtomic(dir string, files map[string][]byte, modes map[string]os.FileMo
 	if old != "" && old != filepath.Base(ver) && strings.HasPrefix(old, "..v-") {
 		_ = os.RemoveAll(filepath.Join(dir, old))
 	}
-	return syncDir(dir)
-}
-
-func writeFileSync(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsync.Dir(dir)
 }
 
 // Version identifies the current file set (changes on every write).

@@ -12,7 +12,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // Identity is what the sidecar wrote: key, chain and bundle.
@@ -41,36 +42,36 @@ func Load(dir string) (*Identity, error) {
 }
 
 func loadFrom(dir string) (*Identity, error) {
-	keyPEM, err := os.ReadFile(filepath.Join(dir, KeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityKeyFile))
 	if err != nil {
 		return nil, err
 	}
-	key, err := ca.ParseKey(keyPEM)
+	key, err := pki.ParseKey(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", KeyFile, err)
+		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityKeyFile, err)
 	}
-	certPEM, err := os.ReadFile(filepath.Join(dir, CertFile))
+	certPEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityCertFile))
 	if err != nil {
 		return nil, err
 	}
-	chain, err := ca.ParseCerts(certPEM)
+	chain, err := pki.ParseCerts(certPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CertFile, err)
+		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityCertFile, err)
 	}
-	bundlePEM, err := os.ReadFile(filepath.Join(dir, BundleFile))
+	bundlePEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityBundleFile))
 	if err != nil {
 		return nil, err
 	}
-	roots, err := ca.ParseCerts(bundlePEM)
+	roots, err := pki.ParseCerts(bundlePEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", BundleFile, err)
+		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityBundleFile, err)
 	}
 	if len(chain[0].URIs) != 1 {
-		return nil, fmt.Errorf("%s: want one URI SAN, got %d", CertFile, len(chain[0].URIs))
+		return nil, fmt.Errorf("%s: want one URI SAN, got %d", v1alpha1.IdentityCertFile, len(chain[0].URIs))
 	}
 	id, err := spiffeid.FromURI(chain[0].URIs[0])
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", CertFile, err)
+		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityCertFile, err)
 	}
 	return &Identity{Key: key, Chain: chain, Roots: roots, ID: id}, nil
 }

@@ -10,11 +10,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // Config configures a Sidecar.
@@ -148,39 +146,38 @@ func (s *Sidecar) renewAt() time.Time {
 }
 
 func (s *Sidecar) renew(ctx context.Context) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	csr, err := pki.NewCSR(key)
 	if err != nil {
 		return err
 	}
-	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
-	body, err := s.call(ctx, http.MethodPost, api.SignPath, csr)
+	body, err := s.call(ctx, http.MethodPost, certsapi.SignPath, pki.EncodeCSR(csr))
 	if err != nil {
 		return err
 	}
-	var resp api.SignResponse
+	var resp certsapi.SignResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return fmt.Errorf("bad answer from the agent: %w", err)
 	}
-	chain, err := ca.ParseCerts(resp.Chain)
+	chain, err := pki.ParseCerts(resp.Chain)
 	if err != nil {
 		return fmt.Errorf("bad chain from the agent: %w", err)
 	}
 	if !publicKeyMatches(chain[0], key) {
 		return errors.New("the agent returned a certificate for another key")
 	}
-	if _, err := ca.ParseCerts(resp.Bundle); err != nil {
+	if _, err := pki.ParseCerts(resp.Bundle); err != nil {
 		return fmt.Errorf("bad bundle from the agent: %w", err)
 	}
-	keyPEM, err := ca.EncodeKey(key)
+	keyPEM, err := pki.EncodeKey(key)
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{KeyFile: keyPEM, CertFile: resp.Chain, BundleFile: resp.Bundle},
-		map[string]os.FileMode{KeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: resp.Chain, v1alpha1.IdentityBundleFile: resp.Bundle},
+		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.notAfter, s.bundle = chain[0].NotAfter, resp.Bundle
@@ -189,26 +186,26 @@ func (s *Sidecar) renew(ctx context.Context) error {
 }
 
 func (s *Sidecar) refreshBundle(ctx context.Context) error {
-	b, err := s.call(ctx, http.MethodGet, api.BundlePath, nil)
+	b, err := s.call(ctx, http.MethodGet, certsapi.BundlePath, nil)
 	if err != nil {
 		return err
 	}
 	if bytes.Equal(b, s.bundle) {
 		return nil
 	}
-	if _, err := ca.ParseCerts(b); err != nil {
+	if _, err := pki.ParseCerts(b); err != nil {
 		return err
 	}
 	cur, err := loadFrom(s.cfg.Dir + "/" + dataLink)
 	if err != nil {
 		return err
 	}
-	keyPEM, err := ca.EncodeKey(cur.Key)
+	keyPEM, err := pki.EncodeKey(cur.Key)
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{KeyFile: keyPEM, CertFile: ca.EncodeCerts(cur.Chain...), BundleFile: b},
-		map[string]os.FileMode{KeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: pki.EncodeCerts(cur.Chain...), v1alpha1.IdentityBundleFile: b},
+		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.bundle = b
@@ -231,7 +228,7 @@ func (s *Sidecar) call(ctx context.Context, method, path string, body []byte) ([
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e api.Error
+		var e certsapi.Error
 		_ = json.Unmarshal(out, &e)
 		return nil, &RefusedError{Code: resp.StatusCode, Message: e.Error}
 	}

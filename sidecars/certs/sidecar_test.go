@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // fakeAgent signs CSRs on a Unix socket with a fixed authority, dating the
@@ -34,15 +34,15 @@ type fakeAgent struct {
 
 func startFakeAgent(t *testing.T, fc *clocktesting.FakeClock, ttl time.Duration) *fakeAgent {
 	t.Helper()
-	root, err := ca.NewRoot("trellis.test", 24*time.Hour, fc.Now())
+	root, err := pki.NewRoot("trellis.test", 24*time.Hour, fc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := ca.NewIntermediate(root, "trellis.test", 12*time.Hour, fc.Now())
+	signer, err := pki.NewIntermediate(root, "trellis.test", 12*time.Hour, fc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := ca.NewState(root, signer)
+	st := pki.NewState(root, signer)
 	id := spiffeid.RequireFromSegments(spiffeid.RequireTrustDomainFromString("trellis.test"), "ns", "shop", "sa", "web")
 	a := &fakeAgent{socket: filepath.Join(t.TempDir(), "agent.sock")}
 	l, err := net.Listen("unix", a.socket)
@@ -51,17 +51,17 @@ func startFakeAgent(t *testing.T, fc *clocktesting.FakeClock, ttl time.Duration)
 	}
 	refuse := func(w http.ResponseWriter) {
 		w.WriteHeader(http.StatusBadGateway)
-		_ = json.NewEncoder(w).Encode(api.Error{Error: "issuer unreachable"})
+		_ = json.NewEncoder(w).Encode(certsapi.Error{Error: "issuer unreachable"})
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case api.BundlePath:
+		case certsapi.BundlePath:
 			if a.down.Load() {
 				refuse(w)
 				return
 			}
 			_, _ = w.Write(st.Bundle())
-		case api.SignPath:
+		case certsapi.SignPath:
 			a.signs.Add(1)
 			if a.down.Load() {
 				refuse(w)
@@ -78,12 +78,12 @@ func startFakeAgent(t *testing.T, fc *clocktesting.FakeClock, ttl time.Duration)
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, TTL: ttl}, fc.Now())
+			chain, err := st.Sign(pki.LeafRequest{CSR: csr, ID: id, TTL: ttl}, fc.Now())
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
-			_ = json.NewEncoder(w).Encode(api.SignResponse{Chain: ca.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()})
+			_ = json.NewEncoder(w).Encode(certsapi.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()})
 		default:
 			http.NotFound(w, r)
 		}

@@ -12,12 +12,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // Expanded reports whether a variable name is expanded from the
 // environment: the identity variables the controller injects.
 func Expanded(name string) bool {
-	return strings.HasPrefix(name, "TRELLIS_") || strings.HasPrefix(name, "POD_")
+	return strings.HasPrefix(name, v1alpha1.EnvPrefix) || strings.HasPrefix(name, "POD_")
 }
 
 // ref is a ${NAME} reference; nothing else ($NAME, $$) is touched.
@@ -58,7 +61,7 @@ func Render(src, dst string, getenv func(string) string, environ []string) ([]st
 			}
 			return m
 		})
-		if err := writeAtomic(filepath.Join(dst, e.Name()), []byte(out)); err != nil {
+		if err := fsync.Replace(filepath.Join(dst, e.Name()), []byte(out), 0o644); err != nil {
 			return nil, err
 		}
 		written = append(written, e.Name())
@@ -70,16 +73,8 @@ func Render(src, dst string, getenv func(string) string, environ []string) ([]st
 		}
 	}
 	slices.Sort(ident)
-	if err := writeAtomic(filepath.Join(dst, "identity.env"), []byte(strings.Join(ident, "\n")+"\n")); err != nil {
+	if err := fsync.Replace(filepath.Join(dst, "identity.env"), []byte(strings.Join(ident, "\n")+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	return append(written, "identity.env"), nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/trellis-dev/trellis/daemons/zkregistrar/serverset"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 // Check is one health check of the app.

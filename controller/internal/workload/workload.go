@@ -112,8 +112,8 @@ func PatchStatus(ctx context.Context, c client.Client, obj client.Object, curren
 // owns and controls, labelled for selection and for the cache.
 func OwnedMeta(owner metav1.Object, kind, name, service string) metav1.ObjectMeta {
 	labels := inject.SelectorLabels(kind, owner.GetName())
-	labels[inject.LabelService] = service
-	labels[inject.LabelManagedBy] = inject.ManagedBy
+	labels[v1alpha1.LabelService] = service
+	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
 	return metav1.ObjectMeta{
 		Name: name, Namespace: owner.GetNamespace(), Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1alpha1.GroupVersion.WithKind(kind))},

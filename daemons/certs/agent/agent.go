@@ -32,8 +32,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/daemons/certs/api"
 	"github.com/trellis-dev/trellis/daemons/certs/attest"
+	"github.com/trellis-dev/trellis/internal/certsapi"
 )
 
 const uidIndex = "uid"
@@ -191,9 +191,9 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	var err error
 	switch {
-	case r.URL.Path == api.SignPath && r.Method == http.MethodPost:
+	case r.URL.Path == certsapi.SignPath && r.Method == http.MethodPost:
 		body, err = a.sign(r)
-	case r.URL.Path == api.BundlePath && r.Method == http.MethodGet:
+	case r.URL.Path == certsapi.BundlePath && r.Method == http.MethodGet:
 		body, err = a.bundle(r.Context())
 	default:
 		http.NotFound(w, r)
@@ -207,7 +207,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("refused a pod's request", "code", st.code, "err", err)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(st.code)
-		_ = json.NewEncoder(w).Encode(api.Error{Error: err.Error()})
+		_ = json.NewEncoder(w).Encode(certsapi.Error{Error: err.Error()})
 		return
 	}
 	a.requests.WithLabelValues("200").Inc()
@@ -276,12 +276,12 @@ func (a *Agent) sign(r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, &status{http.StatusBadRequest, err}
 	}
-	req, _ := json.Marshal(api.SignRequest{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), CSR: csr})
-	return a.toIssuer(r.Context(), http.MethodPost, api.SignPath, req)
+	req, _ := json.Marshal(certsapi.SignRequest{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), CSR: csr})
+	return a.toIssuer(r.Context(), http.MethodPost, certsapi.SignPath, req)
 }
 
 func (a *Agent) bundle(ctx context.Context) ([]byte, error) {
-	return a.toIssuer(ctx, http.MethodGet, api.BundlePath, nil)
+	return a.toIssuer(ctx, http.MethodGet, certsapi.BundlePath, nil)
 }
 
 func (a *Agent) toIssuer(ctx context.Context, method, path string, body []byte) ([]byte, error) {
@@ -304,7 +304,7 @@ func (a *Agent) toIssuer(ctx context.Context, method, path string, body []byte) 
 		return nil, &status{http.StatusBadGateway, err}
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e api.Error
+		var e certsapi.Error
 		_ = json.Unmarshal(out, &e)
 		code := resp.StatusCode
 		if code >= 500 {

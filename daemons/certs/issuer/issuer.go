@@ -32,9 +32,9 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/controller/inject"
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // NodeNameExtra is the token-review extra that names the node of the pod a
@@ -69,7 +69,7 @@ type Config struct {
 // Issuer serves SignPath.
 type Issuer struct {
 	cfg   Config
-	state atomic.Pointer[ca.State]
+	state atomic.Pointer[pki.State]
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -88,7 +88,7 @@ type review struct {
 }
 
 // New returns an issuer signing with state.
-func New(cfg Config, state *ca.State) *Issuer {
+func New(cfg Config, state *pki.State) *Issuer {
 	if cfg.TTL == 0 {
 		cfg.TTL = time.Hour
 	}
@@ -126,16 +126,16 @@ func (is *Issuer) Collectors() []prometheus.Collector {
 
 // SetState replaces the authority (CA rotation); requests in flight finish
 // with the old one.
-func (is *Issuer) SetState(s *ca.State) {
+func (is *Issuer) SetState(s *pki.State) {
 	if old := is.state.Load(); old != nil && old.Equal(s) {
 		return
 	}
 	is.state.Store(s)
-	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", ca.Fingerprint(s.Signer.Cert))
+	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", pki.Fingerprint(s.Signer.Cert))
 }
 
 // State is the current authority.
-func (is *Issuer) State() *ca.State { return is.state.Load() }
+func (is *Issuer) State() *pki.State { return is.state.Load() }
 
 // refusal is an error with an HTTP status and a metric reason.
 type refusal struct {
@@ -154,10 +154,10 @@ func refuse(status int, reason string, format string, args ...any) error {
 // ServeHTTP answers POST SignPath and GET BundlePath.
 func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case r.URL.Path == api.BundlePath && r.Method == http.MethodGet:
+	case r.URL.Path == certsapi.BundlePath && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(is.State().Bundle())
-	case r.URL.Path == api.SignPath && r.Method == http.MethodPost:
+	case r.URL.Path == certsapi.SignPath && r.Method == http.MethodPost:
 		start := is.cfg.Clock.Now()
 		resp, err := is.handleSign(r)
 		is.latency.Observe(is.cfg.Clock.Since(start).Seconds())
@@ -168,7 +168,7 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			is.refused.WithLabelValues(rf.reason).Inc()
 			is.log.Warn("refused a certificate request", "reason", rf.reason, "err", rf.err)
-			writeJSON(w, rf.status, api.Error{Error: rf.Error()})
+			writeJSON(w, rf.status, certsapi.Error{Error: rf.Error()})
 			return
 		}
 		is.issued.Inc()
@@ -184,7 +184,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
+func (is *Issuer) handleSign(r *http.Request) (*certsapi.SignResponse, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")
@@ -196,7 +196,7 @@ func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
 	if !is.limiter(node).Allow() {
 		return nil, refuse(http.StatusTooManyRequests, "rate_limited", "node %s is over its rate limit", node)
 	}
-	var req api.SignRequest
+	var req certsapi.SignRequest
 	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&req); err != nil {
 		return nil, refuse(http.StatusBadRequest, "bad_request", "failed to decode the request: %w", err)
 	}
@@ -205,7 +205,7 @@ func (is *Issuer) handleSign(r *http.Request) (*api.SignResponse, error) {
 
 // Sign issues a certificate for the pod of req on behalf of an agent
 // authenticated for node.
-func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*api.SignResponse, error) {
+func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, error) {
 	pod, err := is.pod(ctx, req.Namespace, req.Name)
 	if err != nil {
 		return nil, err
@@ -231,15 +231,15 @@ func (is *Issuer) Sign(ctx context.Context, node string, req api.SignRequest) (*
 		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
 	st := is.State()
-	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
-	if errors.Is(err, ca.ErrBadCSR) {
+	chain, err := st.Sign(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
+	if errors.Is(err, pki.ErrBadCSR) {
 		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
-	return &api.SignResponse{Chain: ca.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
+	return &certsapi.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.
@@ -253,7 +253,7 @@ func (is *Issuer) Identity(pod *corev1.Pod) (spiffeid.ID, []string, error) {
 		return spiffeid.ID{}, nil, err
 	}
 	var dns []string
-	if svc := pod.Labels[inject.LabelService]; svc != "" {
+	if svc := pod.Labels[v1alpha1.LabelService]; svc != "" {
 		dns = append(dns, fmt.Sprintf("%s.%s.svc.%s", svc, pod.Namespace, is.cfg.ClusterDomain))
 	}
 	return id, dns, nil

@@ -20,24 +20,24 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/trellis-dev/trellis/daemons/certs/api"
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 var td = spiffeid.RequireTrustDomainFromString("trellis.test")
 
 func newIssuer(t *testing.T, fc *clocktesting.FakeClock, client *fake.Clientset) *Issuer {
 	t.Helper()
-	root, err := ca.NewRoot(td.Name(), 24*time.Hour, fc.Now())
+	root, err := pki.NewRoot(td.Name(), 24*time.Hour, fc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := ca.NewIntermediate(root, td.Name(), 12*time.Hour, fc.Now())
+	signer, err := pki.NewIntermediate(root, td.Name(), 12*time.Hour, fc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return New(Config{TrustDomain: td, Client: client, Clock: fc, // TTL 1h, backdate 5m
-		AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"}}, ca.NewState(root, signer))
+		AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"}}, pki.NewState(root, signer))
 }
 
 // TestCertificatesDatedOnTheClock: leaves run from the clock's now minus
@@ -53,12 +53,12 @@ func TestCertificatesDatedOnTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := is.Sign(context.Background(), "node-a", api.SignRequest{Namespace: "shop", Name: "web-1", UID: "u1",
+	resp, err := is.Sign(context.Background(), "node-a", certsapi.SignRequest{Namespace: "shop", Name: "web-1", UID: "u1",
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := ca.ParseCerts(resp.Chain)
+	chain, err := pki.ParseCerts(resp.Chain)
 	if err != nil {
 		t.Fatal(err)
 	}

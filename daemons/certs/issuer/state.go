@@ -2,9 +2,6 @@ package issuer
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"fmt"
 	"sync"
@@ -20,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/trellis-dev/trellis/daemons/certs/ca"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // WatchSecret keeps the issuer's authority equal to the CA Secret ns/name
@@ -39,7 +36,7 @@ func (is *Issuer) WatchSecret(ctx context.Context, client kubernetes.Interface, 
 		if !ok {
 			return
 		}
-		st, err := ca.Load(s.Data)
+		st, err := pki.Load(s.Data)
 		if err != nil {
 			is.log.Error("the CA secret is invalid; keeping the current authority", "secret", ns+"/"+name, "err", err)
 			return
@@ -88,19 +85,15 @@ func (s *Serving) GetX509SVID() (*x509svid.SVID, error) {
 	if s.svid != nil && now.Before(s.renew) && s.signer.Equal(st.Signer.Cert) {
 		return s.svid, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := pki.NewKey()
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	csr, err := pki.NewCSR(key)
 	if err != nil {
 		return nil, err
 	}
-	csr, err := x509.ParseCertificateRequest(der)
-	if err != nil {
-		return nil, err
-	}
-	chain, err := st.Sign(ca.LeafRequest{CSR: csr, ID: s.id, DNSNames: s.dns, TTL: s.is.cfg.TTL, Backdate: s.is.cfg.Backdate}, now)
+	chain, err := st.Sign(pki.LeafRequest{CSR: csr, ID: s.id, DNSNames: s.dns, TTL: s.is.cfg.TTL, Backdate: s.is.cfg.Backdate}, now)
 	if err != nil {
 		return nil, err
 	}

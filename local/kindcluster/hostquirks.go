@@ -1,15 +1,17 @@
-package render
+package kindcluster
 
 import (
 	"os"
 
+	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/local/runcshim"
 )
 
 // DetectHostQuirks reads, without changing anything, what this machine
-// needs local cluster nodes to be configured around.
-func DetectHostQuirks() HostQuirks {
-	var q HostQuirks
+// needs local cluster nodes to be configured around (render.ToKind takes
+// the result).
+func DetectHostQuirks() render.HostQuirks {
+	var q render.HostQuirks
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
 		q.CgroupV1 = true
 	}

@@ -1,8 +1,4 @@
-// Package ca holds the certificate authority of pod identities: the trusted
-// roots (the trust bundle), the signing CA that issues leaf certificates,
-// and CA rotation with overlap (a new root is trusted before it signs, and
-// the old one stays trusted until every leaf it signed has expired).
-package ca
+package pki
 
 import (
 	"crypto"
@@ -12,8 +8,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net/url"
@@ -26,9 +20,43 @@ type KeyPair struct {
 	Key  crypto.Signer
 }
 
+// NewKey generates an ECDSA P-256 key, the key type of Trellis's CAs and
+// certificates.
+func NewKey() (*ecdsa.PrivateKey, error) {
+	return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+}
+
+// NewCSR returns a certificate signing request for key with an empty
+// subject: the issuer decides the names.
+func NewCSR(key crypto.Signer) (*x509.CertificateRequest, error) {
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificateRequest(der)
+}
+
+// SelfSign creates the self-signed certificate of tmpl with key.
+func SelfSign(tmpl *x509.Certificate, key crypto.Signer) (*x509.Certificate, error) {
+	return create(tmpl, tmpl, key.Public(), key)
+}
+
+// Issue creates the certificate of tmpl for pub, signed by the key pair.
+func (kp *KeyPair) Issue(tmpl *x509.Certificate, pub crypto.PublicKey) (*x509.Certificate, error) {
+	return create(tmpl, kp.Cert, pub, kp.Key)
+}
+
+func create(tmpl, parent *x509.Certificate, pub crypto.PublicKey, key crypto.Signer) (*x509.Certificate, error) {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
+	if err != nil {
+		return nil, err
+	}
+	return x509.ParseCertificate(der)
+}
+
 // NewRoot creates a self-signed root CA (ECDSA P-256) valid for ttl.
 func NewRoot(trustDomain string, ttl time.Duration, now time.Time) (*KeyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := NewKey()
 	if err != nil {
 		return nil, fmt.Errorf("failed to generate root key: %w", err)
 	}
@@ -42,13 +70,9 @@ func NewRoot(trustDomain string, ttl time.Duration, now time.Time) (*KeyPair, er
 		IsCA:                  true,
 		URIs:                  []*url.URL{{Scheme: "spiffe", Host: trustDomain}},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	cert, err := SelfSign(tmpl, key)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create root certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
 	}
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
@@ -56,7 +80,7 @@ func NewRoot(trustDomain string, ttl time.Duration, now time.Time) (*KeyPair, er
 // NewIntermediate creates a signing CA under parent, valid for ttl (capped
 // at the parent's expiry).
 func NewIntermediate(parent *KeyPair, trustDomain string, ttl time.Duration, now time.Time) (*KeyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := NewKey()
 	if err != nil {
 		return nil, fmt.Errorf("failed to generate signing key: %w", err)
 	}
@@ -75,13 +99,9 @@ func NewIntermediate(parent *KeyPair, trustDomain string, ttl time.Duration, now
 		MaxPathLenZero:        true,
 		URIs:                  []*url.URL{{Scheme: "spiffe", Host: trustDomain}},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent.Cert, key.Public(), parent.Key)
+	cert, err := parent.Issue(tmpl, key.Public())
 	if err != nil {
 		return nil, fmt.Errorf("failed to create signing certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
 	}
 	return &KeyPair{Cert: cert, Key: key}, nil
 }
@@ -98,64 +118,4 @@ func serial() *big.Int {
 func Fingerprint(c *x509.Certificate) string {
 	sum := sha256.Sum256(c.Raw)
 	return fmt.Sprintf("%x", sum[:8])
-}
-
-// EncodeCerts returns certificates as concatenated PEM blocks.
-func EncodeCerts(certs ...*x509.Certificate) []byte {
-	var out []byte
-	for _, c := range certs {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
-	return out
-}
-
-// ParseCerts parses concatenated PEM certificates; it fails on any other
-// block or when there are none.
-func ParseCerts(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("unexpected PEM block %q", b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("failed to parse certificate: %w", err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no certificates found")
-	}
-	return out, nil
-}
-
-// EncodeKey returns a private key as a PKCS#8 PEM block.
-func EncodeKey(k crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
-
-// ParseKey parses a PKCS#8 PEM private key.
-func ParseKey(data []byte) (crypto.Signer, error) {
-	b, _ := pem.Decode(data)
-	if b == nil || b.Type != "PRIVATE KEY" {
-		return nil, errors.New("no PKCS#8 PRIVATE KEY block found")
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse private key: %w", err)
-	}
-	s, ok := k.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("unsupported key type %T", k)
-	}
-	return s, nil
 }

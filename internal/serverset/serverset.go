@@ -1,15 +1,3 @@
-// Package serverset registers service members in ZooKeeper in the
-// ServerSet format clients discover services with:
-// <root>/<service>/<env>/member_<sequence>, EPHEMERAL_SEQUENTIAL, holding
-// {"serviceEndpoint":{"host":..,"port":..},"additionalEndpoints":{..},
-// "status":"ALIVE","shard":N}. It is shared by the node registrar daemon and
-// the traffic sidecar.
-//
-// The Registrar is level-triggered: callers set the members that should be
-// registered; a loop makes ZooKeeper match, on every change, every session
-// event and a periodic verify. It survives session expiry (members are
-// re-created with fresh data), znodes left by a dead session (deleted and
-// re-created) and a server that lost its data (the client is rebuilt).
 package serverset
 
 import (

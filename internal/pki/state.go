@@ -1,4 +1,4 @@
-package ca
+package pki
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"errors"
@@ -197,13 +196,9 @@ func (s *State) Sign(req LeafRequest, now time.Time) ([]*x509.Certificate, error
 		URIs:                  []*url.URL{id},
 		DNSNames:              req.DNSNames,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.Signer.Cert, req.CSR.PublicKey, s.Signer.Key)
+	leaf, err := s.Signer.Issue(tmpl, req.CSR.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("failed to sign: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
 	}
 	return append([]*x509.Certificate{leaf}, s.Chain...), nil
 }

@@ -1,4 +1,4 @@
-package ca
+package pki
 
 import (
 	"crypto/ecdsa"

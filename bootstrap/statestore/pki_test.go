@@ -1,4 +1,4 @@
-package pki
+package statestore
 
 import (
 	"context"
@@ -6,28 +6,30 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
-func TestEnsureRoot(t *testing.T) {
+func TestEnsureIdentityRoot(t *testing.T) {
 	ctx := context.Background()
 	store := "file://" + t.TempDir()
-	if _, err := Root(ctx, store, "c1"); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("Root before creation: %v, want ErrNotExist", err)
+	if _, err := IdentityRoot(ctx, store, "c1"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("IdentityRoot before creation: %v, want ErrNotExist", err)
 	}
-	root, created, err := EnsureRoot(ctx, store, "c1", "trellis.test")
+	root, created, err := EnsureIdentityRoot(ctx, store, "c1", "trellis.test")
 	if err != nil || !created {
-		t.Fatalf("EnsureRoot: %v created=%v", err, created)
+		t.Fatalf("EnsureIdentityRoot: %v created=%v", err, created)
 	}
-	again, created, err := EnsureRoot(ctx, store, "c1", "trellis.test")
+	again, created, err := EnsureIdentityRoot(ctx, store, "c1", "trellis.test")
 	if err != nil || created || !again.Cert.Equal(root.Cert) {
-		t.Fatalf("second EnsureRoot must return the same root: %v created=%v", err, created)
+		t.Fatalf("second EnsureIdentityRoot must return the same root: %v created=%v", err, created)
 	}
 	for _, f := range []string{"root.pem", "root-key.pem"} {
 		if _, err := os.Stat(filepath.Join(store[len("file://"):], "c1", "trellis", "pki", f)); err != nil {
 			t.Error(err)
 		}
 	}
-	st, err := IssuerState(root, "trellis.test")
+	st, err := pki.IssuerState(root, "trellis.test")
 	if err != nil {
 		t.Fatal(err)
 	}

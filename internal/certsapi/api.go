@@ -1,7 +1,8 @@
-// Package api is the wire format between the certificate sidecar, the node
-// agent and the issuer: JSON over HTTP (a Unix socket between sidecar and
-// agent, TLS between agent and issuer).
-package api
+// Package certsapi is the wire format between the certificate sidecar, the
+// node agent and the issuer: JSON over HTTP (a Unix socket between sidecar
+// and agent, TLS between agent and issuer). It lives below daemons/ and
+// sidecars/ because both ends of the sidecar's socket speak it.
+package certsapi
 
 const (
 	// SignPath: the sidecar POSTs a PEM CSR to the agent; the agent POSTs a

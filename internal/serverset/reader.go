@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // ErrShrinkRefused is returned when an update would drop a serverset of at
@@ -84,8 +85,8 @@ func Watch(ctx context.Context, conn *zk.Conn, dir string, update func([]Member)
 	}
 }
 
-// FileWriter writes a serverset to a local file atomically (temp file and
-// rename), refusing updates the shrink guard rejects.
+// FileWriter writes a serverset to a local file atomically (fsync.Replace),
+// refusing updates the shrink guard rejects.
 type FileWriter struct {
 	Path    string
 	current int
@@ -110,19 +111,7 @@ func (w *FileWriter) Write(members []Member) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(w.Path), ".serverset-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), w.Path); err != nil {
+	if err := fsync.Replace(w.Path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("failed to replace %s: %w", w.Path, err)
 	}
 	w.current = len(members)
