@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+# Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
+# rollout engine hit (docs/aws-emulator-research.md). Not yet wired into a make target (issue 16).
+"""moto_server 5.2.1 + five edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
+2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
+3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
+  from (moto: the template's current default), also in tag aws:ec2launchtemplate:version.
+4 CreateLaunchTemplateVersion honours SourceVersion and base64-wraps UserData (moto: neither;
+  an ASG launching from such a version fails with AssertionError/HTTP 500).
+5 ASG launches spread over VPCZoneIdentifier's subnets (moto: all in the first)."""
+import copy, sys
+from moto.autoscaling import models as asgm
+from moto.autoscaling.exceptions import ValidationError
+from moto.core.responses import ActionResult
+from moto.ec2.responses.launch_templates import LaunchTemplates
+from moto.ec2.responses.subnets import Subnets
+from moto.ec2.utils import parse_user_data
+from moto.server import main
+
+B = asgm.AutoScalingBackend                                                   # 1
+def _known(orig):
+    def f(self, group_name):
+        if not self.describe_auto_scaling_groups([group_name]):
+            raise ValidationError(f"AutoScalingGroup name not found - {group_name}")
+        return orig(self, group_name)
+    return f
+B.describe_warm_pool, B.delete_warm_pool = _known(B.describe_warm_pool), _known(B.delete_warm_pool)
+
+_modify_subnet = Subnets.modify_subnet_attribute                              # 2
+def modify_subnet_attribute(self):
+    opts = self.ec2_backend.get_subnet(self._get_param("SubnetId")).private_dns_name_options_on_launch
+    if t := self._get_param("PrivateDnsHostnameTypeOnLaunch"):
+        opts["HostnameType"] = t
+    if (v := self._get_param("EnableResourceNameDnsAAAARecordOnLaunch.Value")) is not None:
+        opts["EnableResourceNameDnsAAAARecord"] = str(v).lower() == "true"
+    return _modify_subnet(self)
+Subnets.modify_subnet_attribute = modify_subnet_attribute
+
+G = asgm.FakeAutoScalingGroup                                                 # 3, 5
+_replace = G.replace_autoscaling_group_instances
+def replace_autoscaling_group_instances(self, count_needed, propagated_tags):
+    before = {s.instance.id for s in self.instance_states}
+    subnets, orig = (self.vpc_zone_identifier or "").split(","), self.vpc_zone_identifier
+    try:
+        for _ in range(count_needed if len(subnets) > 1 else 0):
+            n = {s: 0 for s in subnets}
+            for st in self.instance_states:
+                if getattr(st.instance, "subnet_id", None) in n:
+                    n[st.instance.subnet_id] += 1
+            self.vpc_zone_identifier = min(subnets, key=lambda s: (n[s], subnets.index(s)))
+            _replace(self, 1, dict(propagated_tags))
+    finally:
+        self.vpc_zone_identifier = orig
+    if len(subnets) <= 1:
+        _replace(self, count_needed, propagated_tags)
+    if self.ec2_launch_template is not None:
+        v = self.ec2_launch_template.get_version(self.launch_template_version).number
+        for s in self.instance_states:
+            if s.instance.id not in before:
+                s.instance.launched_lt_version = v
+                s.instance.add_tag("aws:ec2launchtemplate:version", str(v))
+G.replace_autoscaling_group_instances = replace_autoscaling_group_instances
+_lt = asgm.InstanceState.launch_template.fget
+def _instance_lt(self):
+    lt = _lt(self)
+    if lt is not None and hasattr(self.instance, "launched_lt_version"):
+        lt["Version"] = self.instance.launched_lt_version
+    return lt
+asgm.InstanceState.launch_template = property(_instance_lt)
+
+def create_launch_template_version(self):                                     # 4
+    tid, name = self._get_param("LaunchTemplateId"), self._get_param("LaunchTemplateName")
+    t = self.ec2_backend.get_launch_template(tid) if tid else self.ec2_backend.get_launch_template_by_name(name)
+    src, new = self._get_param("SourceVersion"), self._get_param("LaunchTemplateData", {})
+    data = copy.deepcopy(t.get_version(src).data) if src else {}
+    data.update(new)
+    if "UserData" in new:
+        data["UserData"] = parse_user_data(new["UserData"])
+    self.error_on_dryrun()
+    v = t.create_version(data, self._get_param("VersionDescription"))
+    return ActionResult({"LaunchTemplateVersion": {
+        "CreateTime": v.create_time, "CreatedBy": f"arn:{self.partition}:iam::{self.current_account}:root",
+        "DefaultVersion": t.is_default(v), "LaunchTemplateData": v.data, "LaunchTemplateId": t.id,
+        "LaunchTemplateName": t.name, "VersionDescription": v.description, "VersionNumber": v.number}})
+LaunchTemplates.create_launch_template_version = create_launch_template_version
+
+if __name__ == "__main__":
+    if {"-H", "--host"} & set(sys.argv[1:]):
+        sys.exit("moto_launcher: binds 127.0.0.1 only")
+    sys.exit(main(["-H", "127.0.0.1"] + sys.argv[1:]))
