@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
@@ -43,12 +42,8 @@ func (Workload) Translate(o *v1alpha1.TrellisCronJob, p *inject.Profile) ([]clie
 // is ready once it exists.
 func (Workload) Observe(ctx context.Context, cache client.Reader, o *v1alpha1.TrellisCronJob) (workload.Outcome, error) {
 	cron := &batchv1.CronJob{}
-	err := cache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, cron)
-	if apierrors.IsNotFound(err) {
-		return workload.Progress(false, "CronJob not created yet"), nil
-	}
-	if err != nil {
-		return workload.Outcome{}, err
+	if out, found, err := workload.GetOwned(ctx, cache, o, cron, "CronJob"); !found {
+		return out, err
 	}
 	o.Status.Active = int32(len(cron.Status.Active))
 	o.Status.LastScheduleTime = cron.Status.LastScheduleTime

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
@@ -46,12 +45,8 @@ func (w Workload) Translate(o *v1alpha1.TrellisDaemon, p *inject.Profile) ([]cli
 // once every scheduled pod is updated and ready.
 func (Workload) Observe(ctx context.Context, cache client.Reader, o *v1alpha1.TrellisDaemon) (workload.Outcome, error) {
 	ds := &appsv1.DaemonSet{}
-	err := cache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, ds)
-	if apierrors.IsNotFound(err) {
-		return workload.Progress(false, "DaemonSet not created yet"), nil
-	}
-	if err != nil {
-		return workload.Outcome{}, err
+	if out, found, err := workload.GetOwned(ctx, cache, o, ds, "DaemonSet"); !found {
+		return out, err
 	}
 	s := ds.Status
 	o.Status.DesiredNumberScheduled, o.Status.NumberReady = s.DesiredNumberScheduled, s.NumberReady

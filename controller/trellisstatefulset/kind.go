@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
@@ -48,12 +47,8 @@ func (Workload) Translate(o *v1alpha1.TrellisStatefulSet, p *inject.Profile) ([]
 // number are updated and ready.
 func (Workload) Observe(ctx context.Context, cache client.Reader, o *v1alpha1.TrellisStatefulSet) (workload.Outcome, error) {
 	sts := &appsv1.StatefulSet{}
-	err := cache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, sts)
-	if apierrors.IsNotFound(err) {
-		return workload.Progress(false, "StatefulSet not created yet"), nil
-	}
-	if err != nil {
-		return workload.Outcome{}, err
+	if out, found, err := workload.GetOwned(ctx, cache, o, sts, "StatefulSet"); !found {
+		return out, err
 	}
 	want := int32(1)
 	if o.Spec.Replicas != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,3 +113,17 @@ const (
 	ReasonAvailable   = "Available"
 	ReasonRollingOut  = "RollingOut"
 )
+
+// GetOwned reads from cache the object named like owner into obj (what
+// names its kind in the message). found is false, with a "not created yet"
+// outcome, while it does not exist; any other error is returned.
+func GetOwned(ctx context.Context, cache client.Reader, owner, obj client.Object, what string) (out Outcome, found bool, err error) {
+	err = cache.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: owner.GetName()}, obj)
+	if apierrors.IsNotFound(err) {
+		return Progress(false, what+" not created yet"), false, nil
+	}
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	return Outcome{}, true, nil
+}
