@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
-# rollout engine hit (docs/aws-emulator-research.md). Not yet wired into a make target (issue 16).
+# rollout engine hit (docs/aws-emulator-research.md). Embedded in internal/awsemu, which runs it.
 """moto_server 5.2.1 + five edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
@@ -8,11 +8,14 @@
   from (moto: the template's current default), also in tag aws:ec2launchtemplate:version.
 4 CreateLaunchTemplateVersion honours SourceVersion and base64-wraps UserData (moto: neither;
   an ASG launching from such a version fails with AssertionError/HTTP 500).
-5 ASG launches spread over VPCZoneIdentifier's subnets (moto: all in the first)."""
+5 ASG launches spread over VPCZoneIdentifier's subnets (moto: all in the first).
+6 RegisterImage keeps Architecture, RootDeviceName and VirtualizationType (moto: drops them, so
+  kops refuses every instance type: "machine type architecture x86_64 does not match image architecture \"\"")."""
 import copy, sys
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
 from moto.core.responses import ActionResult
+from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
 from moto.ec2.responses.subnets import Subnets
 from moto.ec2.utils import parse_user_data
@@ -84,6 +87,17 @@ def create_launch_template_version(self):                                     # 
         "DefaultVersion": t.is_default(v), "LaunchTemplateData": v.data, "LaunchTemplateId": t.id,
         "LaunchTemplateName": t.name, "VersionDescription": v.description, "VersionNumber": v.number}})
 LaunchTemplates.create_launch_template_version = create_launch_template_version
+
+_register = AmisResponse.register_image                                       # 6
+def register_image(self):
+    result = _register(self)
+    ami = self.ec2_backend.amis[result.result["ImageId"]]
+    ami.architecture = self._get_param("Architecture") or "x86_64"
+    ami.root_device_name = self._get_param("RootDeviceName") or ami.root_device_name
+    ami.root_device_type = "ebs"
+    ami.virtualization_type = self._get_param("VirtualizationType") or "hvm"
+    return result
+AmisResponse.register_image = register_image
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):

@@ -1,0 +1,64 @@
+package awsemu_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
+
+	"github.com/trellis-dev/trellis/internal/awsemu"
+	"github.com/trellis-dev/trellis/internal/awsemu/awsemutest"
+)
+
+func TestIntegrationEmulator(t *testing.T) {
+	ctx := context.Background()
+	s := awsemutest.Start(t)
+	p := awsemutest.Proxy(t, s)
+	seed := awsemu.NewClients(p.URL, "us-east-1")
+
+	// Launcher fix 6: RegisterImage keeps the architecture.
+	id, err := seed.Image(ctx, "trellis-node-arm", "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := seed.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	if err != nil || len(out.Images) != 1 {
+		t.Fatalf("DescribeImages %s: %v", id, err)
+	}
+	if got := string(out.Images[0].Architecture); got != "arm64" {
+		t.Errorf("image architecture %q, want arm64", got)
+	}
+
+	// The proxy refuses exactly the calls it is told to, in each protocol's shape.
+	p.Refuse("RegisterImage", 1)
+	p.Refuse("PutParameter", 1)
+	p.Refuse("S3:PUT", 1)
+	var api smithy.APIError
+	if _, err := seed.Image(ctx, "refused", "x86_64"); !errors.As(err, &api) || api.ErrorCode() != awsemu.FaultCode {
+		t.Errorf("EC2 call through the fault proxy: %v, want %s", err, awsemu.FaultCode)
+	}
+	if err := seed.Parameter(ctx, "/trellis/x", "y"); !errors.As(err, &api) || api.ErrorCode() != awsemu.FaultCode {
+		t.Errorf("SSM call through the fault proxy: %v, want %s", err, awsemu.FaultCode)
+	}
+	if err := seed.Bucket(ctx, "refused"); !errors.As(err, &api) || api.ErrorCode() != "AccessDenied" {
+		t.Errorf("S3 call through the fault proxy: %v, want AccessDenied", err)
+	}
+	if _, err := seed.Image(ctx, "passes", "x86_64"); err != nil {
+		t.Errorf("second RegisterImage must pass: %v", err)
+	}
+	if err := seed.Parameter(ctx, "/trellis/x", "y"); err != nil {
+		t.Errorf("second PutParameter must pass: %v", err)
+	}
+	if n := p.Calls()["RegisterImage"]; n != 3 {
+		t.Errorf("proxy counted %d RegisterImage calls, want 3", n)
+	}
+
+	if err := s.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seed.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}}); err == nil {
+		t.Errorf("image %s survived a reset", id)
+	}
+}
