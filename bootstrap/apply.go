@@ -31,6 +31,13 @@ func apply(ctx context.Context, p *Prepared, opts ApplyOptions) (*Plan, error) {
 		OutDir:             outDir,
 		DeletionProcessing: fi.DeletionProcessingModeDeleteIfNotDeferrred,
 	}
+	if opts.TaskTimeout > 0 {
+		rto := &fi.RunTasksOptions{}
+		rto.InitDefaults()
+		rto.MaxTaskDuration = opts.TaskTimeout
+		rto.WaitAfterAllTasksFailed = min(rto.WaitAfterAllTasksFailed, opts.TaskTimeout/2)
+		cmd.RunTasksOptions = rto
+	}
 	if _, err := cmd.Run(ctx); err != nil {
 		return plan, fmt.Errorf("kops %s apply of %s failed: %w", target, c.Name, err)
 	}

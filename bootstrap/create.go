@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/kops/pkg/apis/kops"
@@ -49,6 +50,9 @@ type ApplyOptions struct {
 	Out io.Writer
 	// Cloud overrides the cloud kops builds from the spec (the AWS fake).
 	Cloud fi.Cloud
+	// TaskTimeout bounds how long kops retries one failing cloud task
+	// before the apply fails (default kops's 10m).
+	TaskTimeout time.Duration
 	// SpecsOnly stores the specs without planning or applying them in the
 	// cloud (no credentials: a later diff or upgrade shows the plan).
 	SpecsOnly bool
@@ -124,9 +128,10 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 }
 
 // Create validates a definition, writes its specs to the state store and
-// applies them through kops. A failure before anything reached the cloud
-// (validation, the write, a dry-run plan) leaves the state store as it was.
-// A failed real apply keeps the specs, so `upgrade` can finish it.
+// applies them through kops. Any failure, a failed real apply included,
+// restores the cluster's folder in the state store byte for byte (kops's
+// files and Trellis's own), so the same command can simply be run again:
+// kops adopts the cloud resources a failed apply already created.
 func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*Plan, error) {
 	p, err := Prepare(ctx, def, opts)
 	if err != nil {
@@ -140,13 +145,17 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	if existing != nil {
 		return nil, fmt.Errorf("%s: %w (use `trellis cluster diff` or `upgrade`)", c.Name, ErrClusterExists)
 	}
+	snap, err := statestore.Take(ctx, opts.StateStore, c.Name)
+	if err != nil {
+		return nil, err
+	}
 	if err := registry.CreateClusterConfig(ctx, p.Clientset, c, p.Spec.InstanceGroups, nil); err != nil {
-		return nil, errors.Join(fmt.Errorf("failed to write %s to the state store: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+		return nil, undo(ctx, snap, fmt.Errorf("failed to write %s to the state store: %w", c.Name, err))
 	}
 	// The pod-identity root lives beside the specs; an existing one (a
 	// re-created cluster) is kept so workloads' trust survives.
 	if _, created, err := statestore.EnsureIdentityRoot(ctx, opts.StateStore, c.Name, def.Runtime.TrustDomain); err != nil {
-		return nil, errors.Join(fmt.Errorf("failed to create the identity root CA of %s: %w", c.Name, err), rollback(ctx, p.Clientset, c))
+		return nil, undo(ctx, snap, fmt.Errorf("failed to create the identity root CA of %s: %w", c.Name, err))
 	} else if created && opts.Out != nil {
 		fmt.Fprintf(opts.Out, "Created the pod-identity root CA of %s in the state store\n", c.Name)
 	}
@@ -154,10 +163,20 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 		return &Plan{}, nil
 	}
 	plan, err := apply(ctx, p, opts)
-	if err != nil && plan.Target != TargetDirect {
-		return nil, errors.Join(err, rollback(ctx, p.Clientset, c))
+	if err != nil {
+		return nil, undo(ctx, snap, err)
 	}
-	return plan, err
+	return plan, nil
+}
+
+// undo restores the state store after err and says so.
+func undo(ctx context.Context, snap *statestore.Snapshot, err error) error {
+	// The restore must run even when the command's context was cancelled.
+	ctx = context.WithoutCancel(ctx)
+	if rerr := snap.Restore(ctx); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return fmt.Errorf("%w (the state store was restored as it was)", err)
 }
 
 // getCluster reads a cluster from the state store; ErrClusterNotFound when absent.
@@ -170,11 +189,4 @@ func getCluster(ctx context.Context, cs simple.Clientset, name string) (*kops.Cl
 		return nil, fmt.Errorf("failed to read %s from the state store: %w", name, err)
 	}
 	return c, nil
-}
-
-func rollback(ctx context.Context, cs simple.Clientset, c *kops.Cluster) error {
-	if err := cs.DeleteCluster(ctx, c); err != nil {
-		return fmt.Errorf("failed to remove %s from the state store after an error: %w", c.Name, err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
 )
 
 // Stored reads a cluster and its instance groups from the state store.
@@ -56,7 +57,8 @@ func Diff(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOpti
 // Update brings a stored cluster to its definition: without Yes it prints
 // the spec diff and a dry-run plan and writes nothing; with Yes it writes the
 // changed specs (cluster, then new and changed groups, then removes dropped
-// groups) and applies them.
+// groups) and applies them. A failed write or apply restores the cluster's
+// folder in the state store byte for byte.
 func Update(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*DiffResult, error) {
 	p, stored, changes, err := compare(ctx, def, opts)
 	if err != nil {
@@ -67,13 +69,22 @@ func Update(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 		out = io.Discard
 	}
 	PrintChanges(out, changes)
+	var snap *statestore.Snapshot
+	if opts.Yes {
+		if snap, err = statestore.Take(ctx, opts.StateStore, p.Spec.Cluster.Name); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Yes && len(changes) > 0 {
 		if err := writeSpec(ctx, p.Clientset, stored, p.Spec); err != nil {
-			return nil, err
+			return nil, undo(ctx, snap, err)
 		}
 		fmt.Fprintf(out, "Stored %s (%s).\n", p.Spec.Cluster.Name, summary(changes))
 	}
 	plan, err := apply(ctx, p, opts)
+	if err != nil && snap != nil {
+		return nil, undo(ctx, snap, err)
+	}
 	if err != nil {
 		return nil, err
 	}
