@@ -25,8 +25,25 @@ type Env struct {
 	// CacheDir defaults to CacheDir().
 	CacheDir string
 	// OfflineAssets makes kops read artifact hashes from a local folder
-	// instead of the kops release site. Only for plans against the fake cloud.
+	// instead of the kops release site. Only for plans against the fake
+	// cloud or an emulator: the hashes are of placeholders, which no real
+	// instance could boot.
 	OfflineAssets bool
+	// Emulator is the URL of an AWS API emulator on loopback (moto_server,
+	// see internal/awsemu). Every AWS call and the s3:// state store go there, in
+	// Region, with offline kops assets. Never set implicitly: only the
+	// --aws-emulator flag or TRELLIS_AWS_EMULATOR select it.
+	Emulator string
+	Region   string
+}
+
+// EmulatorEnv is the environment variable behind --aws-emulator.
+const EmulatorEnv = "TRELLIS_AWS_EMULATOR"
+
+// CheckEmulator validates an emulator URL without applying it.
+func CheckEmulator(url string) error {
+	_, err := kopsenv.CheckEmulatorURL(url)
+	return err
 }
 
 // Setup applies the environment. It is process-wide, as kops's settings are.
@@ -38,7 +55,12 @@ func (e Env) Setup() error {
 	if err := kopsenv.Setup(dir); err != nil {
 		return fmt.Errorf("failed to set up kops: %w", err)
 	}
-	if e.OfflineAssets {
+	if e.Emulator != "" {
+		if err := kopsenv.UseEmulator(e.Emulator, e.Region); err != nil {
+			return err
+		}
+	}
+	if e.OfflineAssets || e.Emulator != "" {
 		if err := kopsenv.UseOfflineAssets(dir); err != nil {
 			return fmt.Errorf("failed to set up offline kops assets: %w", err)
 		}

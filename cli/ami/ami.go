@@ -34,13 +34,15 @@ func NewCommand(s streams.Streams) *cobra.Command {
 }
 
 type common struct {
-	File  string
-	State string
+	File     string
+	State    string
+	Emulator string
 }
 
 func (c *common) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&c.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
 	cmd.Flags().StringVar(&c.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
+	cmd.Flags().StringVar(&c.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback: every AWS call and the s3:// state store go there (default $"+bootstrap.EmulatorEnv+")")
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -55,6 +57,9 @@ func (c *common) store() (*rollout.VFSStore, *definition.ClusterDefinition, stri
 	}
 	if c.State == "" {
 		return nil, nil, "", statestore.ErrNoStateStore
+	}
+	if err := (bootstrap.Env{Emulator: c.Emulator, Region: l.Region}).Setup(); err != nil {
+		return nil, nil, "", err
 	}
 	name := render.ClusterName(l.ClusterDefinition)
 	st, err := rollout.NewVFSStore(c.State, name)
@@ -160,9 +165,6 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 		if _, ok := groups[g]; !ok {
 			return fmt.Errorf("%s: no instance group %q", o.File, g)
 		}
-	}
-	if err := (bootstrap.Env{}).Setup(); err != nil {
-		return err
 	}
 	cloud, err := awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: name})
 	if err != nil {

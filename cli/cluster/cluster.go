@@ -34,15 +34,20 @@ func NewCommand(s streams.Streams) *cobra.Command {
 
 // stateFlags are the flags every state-store command takes.
 type stateFlags struct {
-	File    string
-	State   string
-	FakeAWS bool
+	File        string
+	State       string
+	FakeAWS     bool
+	Emulator    string
+	TaskTimeout time.Duration
 }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
 	cmd.Flags().StringVar(&f.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
 	cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
+	cmd.Flags().StringVar(&f.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
+	cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
+	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries a failing cloud task before the command fails (and restores the state store)")
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -65,9 +70,15 @@ func loadAWS(file string) (*definition.Loaded, error) {
 // is skipped (the definition is still validated, against the fake), otherwise
 // it is an error.
 func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams, specsOnly bool) (bootstrap.ApplyOptions, error) {
-	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out}
-	if err := (bootstrap.Env{OfflineAssets: f.FakeAWS}).Setup(); err != nil {
+	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out, TaskTimeout: f.TaskTimeout}
+	if f.FakeAWS && f.Emulator != "" {
+		return opts, fmt.Errorf("--fake-aws and --aws-emulator (or $%s) exclude each other", bootstrap.EmulatorEnv)
+	}
+	if err := (bootstrap.Env{OfflineAssets: f.FakeAWS, Emulator: f.Emulator, Region: def.Region}).Setup(); err != nil {
 		return opts, err
+	}
+	if f.Emulator != "" {
+		fmt.Fprintf(s.Err, "Note: AWS is the emulator at %s (offline kops assets); nothing reaches AWS.\n", f.Emulator)
 	}
 	if !f.FakeAWS {
 		ok, why := haveAWSCredentials(ctx)
