@@ -1,24 +1,23 @@
 #!/usr/bin/env bash
 # Checks what `make test` needs beyond Go and `make tools`: the programs the
 # tests run (openssl, ip, iptables, ZooKeeper on Java, python3-kazoo,
-# Prometheus). As root with apt-get it installs the missing Debian packages;
+# Prometheus, and moto, the AWS API emulator). As root with apt-get it installs the missing Debian packages;
 # otherwise it fails at once, naming every missing package and the command
 # that installs them. `make test`, `make test-integration` and .ci/run call it.
 #
 #   hack/test-deps.sh          check, and install what is missing (root + apt-get)
 #   hack/test-deps.sh --check  check only
-#   hack/test-deps.sh --aws    also check for moto_server, the AWS API emulator
-#                              (pip-installed, under pyenv on the test machines;
-#                              this script never installs it). Not yet needed by
-#                              `make test`.
+#
+# moto (moto_server, Python) is not a Debian package and there is no PyPI
+# here, so it is only checked: the test machines have it under pyenv.
 set -euo pipefail
 
-install=1 aws=0
+install=1
 for arg in "$@"; do
   case "${arg}" in
     --check) install=0 ;;
-    --aws) aws=1 ;;
-    *) echo "usage: $0 [--check] [--aws]" >&2; exit 2 ;;
+    --aws) ;; # moto is always checked now; kept for old callers
+    *) echo "usage: $0 [--check]" >&2; exit 2 ;;
   esac
 done
 
@@ -51,13 +50,22 @@ check_packages() {
   have prometheus || need prometheus "a real Prometheus for the quota planner's source (governance/quota)"
 }
 
-# check_aws: the AWS API emulator the AWS tests will run against.
+# check_aws: the AWS API emulator the AWS tests run against, found the way
+# internal/awsemu finds it: $TRELLIS_MOTO_PYTHON, the python3 beside
+# moto_server on PATH, pyenv's shims, python3.
 check_aws() {
-  command -v moto_server >/dev/null 2>&1 && return
+  local py cands=()
+  [[ -n "${TRELLIS_MOTO_PYTHON:-}" ]] && cands+=("${TRELLIS_MOTO_PYTHON}")
+  command -v moto_server >/dev/null 2>&1 && cands+=("$(dirname "$(command -v moto_server)")/python3")
+  cands+=("${HOME}/.pyenv/shims/python3" python3)
+  for py in "${cands[@]}"; do
+    "${py}" -c 'import moto' >/dev/null 2>&1 && return
+  done
   cat >&2 <<MSG
-test-deps: moto_server (the AWS API emulator) is not on PATH.
+test-deps: moto (moto_server, the AWS API emulator) was not found; tried: ${cands[*]}.
   It is a Python package, not a Debian one, and this script does not install it:
-  pip install 'moto[server]'   (the test machines have it under pyenv: put its shims on PATH)
+  pip install 'moto[server]==5.2.1' for Python 3.11 (the test machines have it under
+  pyenv), or point TRELLIS_MOTO_PYTHON at a python3 that imports moto.
 MSG
   return 1
 }
@@ -83,7 +91,5 @@ if (( ${#missing[@]} > 0 )); then
   } >&2
   status=1
 fi
-if (( aws )); then
-  check_aws || status=1
-fi
+check_aws || status=1
 exit "${status}"

@@ -1,0 +1,140 @@
+package aws
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/trellis-dev/trellis/internal/awsemu"
+	"github.com/trellis-dev/trellis/internal/awsemu/awsemutest"
+)
+
+const (
+	bucket      = "trellis-state"
+	state       = "s3://" + bucket + "/clusters"
+	clusterName = "local-aws.k8s.trellis.local"
+	imageParam  = "/trellis/local-aws/images/node"
+)
+
+// seedAccount puts into the emulator what an account has before a cluster:
+// the state-store bucket (with another cluster's file in it) and the image.
+func seedAccount(t *testing.T, c *awsemu.Clients) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Bucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("clusters/other.example/config"), Body: bytes.NewReader([]byte("another cluster"))}); err != nil {
+		t.Fatal(err)
+	}
+	ami, err := c.Image(ctx, "trellis-node-v1.36.3", "x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Parameter(ctx, imageParam, ami); err != nil {
+		t.Fatal(err)
+	}
+	return ami
+}
+
+// TestIntegrationClusterLifecycle runs create, diff and upgrade through the
+// trellis binary against the emulator, with calls refused on the way, and
+// checks with the real kops CLI.
+func TestIntegrationClusterLifecycle(t *testing.T) {
+	emu := awsemutest.Start(t)
+	proxy := awsemutest.Proxy(t, emu)
+	aws := awsemu.NewClients(emu.URL, "us-east-1")
+	seedAccount(t, aws)
+	// 1.35 so that there is an upgrade to try.
+	def := definition(t, func(s string) string {
+		return strings.Replace(s, "kubernetesVersion: 1.36.1", "kubernetesVersion: 1.35.5", 1)
+	})
+	env := []string{"TRELLIS_AWS_EMULATOR=" + proxy.URL, "KOPS_STATE_STORE=" + state}
+	trellis := func(args ...string) result { return run(t, env, trellisBin, args...) }
+
+	t.Run("a refused call leaves the state store as it was", func(t *testing.T) {
+		before := objects(t, aws, bucket)
+		proxy.Refuse("CreateAutoScalingGroup", -1)
+		defer proxy.Clear()
+		r := trellis("cluster", "create", "-f", def, "--yes", "--task-timeout", "3s")
+		if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
+			t.Fatalf("create with CreateAutoScalingGroup refused: %s", r)
+		}
+		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
+			t.Errorf("the failed create changed the state store:\n%s", d)
+		}
+	})
+
+	t.Run("create applies every resource", func(t *testing.T) {
+		r := trellis("cluster", "create", "-f", def, "--yes")
+		if r.code != 0 || !strings.Contains(r.out, "Cluster "+clusterName+" applied.") {
+			t.Fatalf("create --yes: %s", r)
+		}
+		want := map[string]int32{"control-plane-us-east-1a.masters." + clusterName: 1, "general." + clusterName: 2, "batch." + clusterName: 1}
+		out, err := aws.ASG.DescribeAutoScalingGroups(context.Background(), &autoscaling.DescribeAutoScalingGroupsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range out.AutoScalingGroups {
+			name := *g.AutoScalingGroupName
+			if n, ok := want[name]; ok && int32(len(g.Instances)) == n && *g.DesiredCapacity == n {
+				delete(want, name)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("groups missing or with the wrong instance count: %v", want)
+		}
+		stored := objects(t, aws, bucket)
+		for _, k := range []string{"config", "instancegroup/general", "instancegroup/batch", "cluster-completed.spec", "trellis/pki/root.pem", "trellis/pki/root-key.pem"} {
+			if _, ok := stored["clusters/"+clusterName+"/"+k]; !ok {
+				t.Errorf("state store lacks %s", k)
+			}
+		}
+	})
+
+	t.Run("diff after create shows no changes", func(t *testing.T) {
+		r := trellis("cluster", "diff", "-f", def)
+		if r.code != 0 || !strings.Contains(r.out, "Spec: no changes.") || !strings.Contains(r.out, "Cloud: no changes.") {
+			t.Fatalf("diff: %s", r)
+		}
+	})
+
+	t.Run("kops itself sees no changes", func(t *testing.T) {
+		r := run(t, kopsEnv(proxy.URL), kopsBinary(t), "update", "cluster", "--name", clusterName, "--state", state)
+		if r.code != 0 || !strings.Contains(r.out+r.stderr, "No changes need to be applied") {
+			t.Fatalf("kops update cluster: %s", r)
+		}
+	})
+
+	t.Run("a second create is refused and writes nothing", func(t *testing.T) {
+		before := objects(t, aws, bucket)
+		r := trellis("cluster", "create", "-f", def, "--yes")
+		if r.code == 0 || !strings.Contains(r.stderr, "already exists") {
+			t.Fatalf("second create: %s", r)
+		}
+		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
+			t.Errorf("the refused create changed the state store:\n%s", d)
+		}
+	})
+
+	t.Run("a refused call during upgrade leaves the state store as it was", func(t *testing.T) {
+		before := objects(t, aws, bucket)
+		proxy.Refuse("CreateLaunchTemplateVersion", -1)
+		defer proxy.Clear()
+		r := trellis("cluster", "upgrade", "-f", def, "--to", "1.36.1", "--yes", "--task-timeout", "3s")
+		if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
+			t.Fatalf("upgrade with CreateLaunchTemplateVersion refused: %s", r)
+		}
+		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
+			t.Errorf("the failed upgrade changed the state store:\n%s", d)
+		}
+		if r := trellis("cluster", "diff", "-f", def); r.code != 0 || !strings.Contains(r.out, "Spec: no changes.") {
+			t.Errorf("diff after the failed upgrade: %s", r)
+		}
+	})
+}
