@@ -273,6 +273,21 @@ func (s *sim) Terminate(_ context.Context, group, id string) error {
 	return nil
 }
 
+func (s *sim) Replace(_ context.Context, group, id string) error {
+	s.calls.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[group]
+	for i, x := range g.ids {
+		if x == id {
+			g.ids = append(g.ids[:i], g.ids[i+1:]...)
+			delete(s.inst, id)
+			return nil
+		}
+	}
+	return nil
+}
+
 // Cluster.
 
 // Node is served from an informer cache in KubeCluster: no API call.

@@ -166,8 +166,18 @@ func (c *AWSCloud) SetDesired(ctx context.Context, group string, n int) error {
 // Terminate terminates an instance and decrements the desired capacity in
 // one call; an instance already gone is done.
 func (c *AWSCloud) Terminate(ctx context.Context, group, id string) error {
+	return c.terminate(ctx, id, true)
+}
+
+// Replace terminates an instance and keeps the desired capacity: the group
+// launches a replacement from its current launch-template version.
+func (c *AWSCloud) Replace(ctx context.Context, group, id string) error {
+	return c.terminate(ctx, id, false)
+}
+
+func (c *AWSCloud) terminate(ctx context.Context, id string, decrement bool) error {
 	_, err := c.AWS.Autoscaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-		InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(true),
+		InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(decrement),
 	})
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "not found") {
 		return nil

@@ -35,6 +35,10 @@ type Cloud interface {
 	// Terminate terminates an instance of the group and decrements its
 	// desired capacity; an instance already gone is not an error.
 	Terminate(ctx context.Context, group, id string) error
+	// Replace terminates an instance and leaves the desired capacity as it
+	// is, so the group launches its replacement (in-place batches); an
+	// instance already gone is not an error.
+	Replace(ctx context.Context, group, id string) error
 }
 
 // ImageChange is what SetImage did.
@@ -117,12 +121,12 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Status: StatusRunning, Groups: map[string]*GroupProgress{}}
 		budget := r.opts.Budget
 		for name, s := range r.opts.Groups {
-			if s.MaxSurge < 1 {
-				return nil, fmt.Errorf("group %s: maxSurge must be at least 1", name)
+			if err := s.Validate(); err != nil {
+				return nil, fmt.Errorf("group %s: %w", name, err)
 			}
 			st.Groups[name] = &GroupProgress{Name: name, Strategy: s}
 			if r.opts.Budget == 0 {
-				budget += s.MaxSurge
+				budget += s.batchSize()
 			}
 		}
 		st.Budget = budget
@@ -300,7 +304,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 				r.edit(func() { g.Done = true })
 				return r.step(ctx)
 			}
-			k := g.Strategy.MaxSurge
+			k := g.Strategy.batchSize()
 			if g.Strategy.Canary && len(g.Replaced) == 0 {
 				k = 1
 			}
@@ -319,7 +323,12 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 				return err
 			}
 			r.edit(func() {
-				n := len(g.Replaced)/max(g.Strategy.MaxSurge, 1) + 1
+				n := len(g.Replaced)/g.Strategy.batchSize() + 1
+				if g.Strategy.inPlace() {
+					// No surge: drain, replace in place, then gate.
+					g.Batch = &Batch{N: n, Old: rest[:k], Desired: desired, Step: StepDrain, InPlace: true}
+					return
+				}
 				g.Batch = &Batch{N: n, Old: rest[:k], Desired: desired + k, Step: StepSurge}
 			})
 			if err := r.step(ctx); err != nil {
@@ -375,6 +384,9 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 			if err := r.gate(ctx, g); err != nil {
 				return err
 			}
+			if b.InPlace {
+				return nil
+			}
 			r.edit(func() { b.Step = StepDrain })
 		case StepDrain:
 			for _, id := range b.Old {
@@ -405,7 +417,11 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 				if slices.Contains(g.Replaced, id) {
 					continue
 				}
-				if err := r.cloud.Terminate(ctx, g.Name, id); err != nil {
+				terminate := r.cloud.Terminate
+				if b.InPlace {
+					terminate = r.cloud.Replace
+				}
+				if err := terminate(ctx, g.Name, id); err != nil {
 					return err
 				}
 				r.edit(func() { g.Replaced = append(g.Replaced, id) })
@@ -413,7 +429,10 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 					return err
 				}
 			}
-			return nil
+			if !b.InPlace {
+				return nil
+			}
+			r.edit(func() { b.Step = StepGate })
 		}
 		if err := r.step(ctx); err != nil {
 			return err
@@ -424,7 +443,12 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 // gate waits until the group holds as many new instances as replaced so
 // far plus this batch, each with a node passing every gate.
 func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
-	want := len(g.Replaced) + len(g.Batch.Old)
+	want := len(g.Batch.Old)
+	for _, id := range g.Replaced {
+		if !slices.Contains(g.Batch.Old, id) {
+			want++
+		}
+	}
 	deadline := r.opts.Clock.Now().Add(r.opts.GateTimeout)
 	var why string
 	for {

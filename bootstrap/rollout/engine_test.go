@@ -88,6 +88,16 @@ func (c *memCloud) Terminate(_ context.Context, g, id string) error {
 	return nil
 }
 
+func (c *memCloud) Replace(_ context.Context, g, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.IndexFunc(c.insts[g], func(in rollout.Instance) bool { return in.ID == id }); i >= 0 {
+		c.insts[g] = slices.Delete(c.insts[g], i, i+1)
+		c.launch(g)
+	}
+	return nil
+}
+
 // memCluster: every instance has a node at once; ready says which pass.
 type memCluster struct{ ready func(*corev1.Node) bool }
 
@@ -299,5 +309,93 @@ func TestDrainTimeoutOnTheClock(t *testing.T) {
 	defer mu.Unlock()
 	if evictions != 5 || len(blocked) != 5 || blocked[0] != "shop/web" {
 		t.Errorf("%d evictions, blocked %v; want 5 attempts (at 0, 0.5s, 1s, 1.5s, 10m1.5s) each reporting shop/web", evictions, blocked)
+	}
+}
+
+// TestInPlaceNeverSurges: maxSurge 0, maxUnavailable 1 (a GPU pool with no
+// spare capacity) replaces every node without ever raising the group's
+// capacity, with at most one node missing at any step.
+func TestInPlaceNeverSurges(t *testing.T) {
+	t.Parallel()
+	cloud, store := newMemCloud(map[string]int{"gpu": 3}), &memStore{}
+	cluster := memCluster{ready: func(*corev1.Node) bool { return true }}
+	var mu sync.Mutex
+	var problems []string
+	check := func(st rollout.State) {
+		insts, desired, _ := cloud.Instances(context.Background(), "gpu")
+		mu.Lock()
+		defer mu.Unlock()
+		if desired != 3 {
+			problems = append(problems, fmt.Sprintf("desired capacity %d", desired))
+		}
+		if len(insts) < 2 {
+			problems = append(problems, fmt.Sprintf("%d instances", len(insts)))
+		}
+		if b := st.Groups["gpu"].Batch; b != nil && b.Step == rollout.StepSurge {
+			problems = append(problems, "a surge step")
+		}
+	}
+	st, err := rollout.New(cloud, cluster, store, rollout.Options{Image: "ami-new",
+		Groups: map[string]rollout.Strategy{"gpu": {MaxSurge: 0, MaxUnavailable: 1, Canary: true}}, OnStep: check}, nil).Start(context.Background(), "test")
+	if err != nil || st.Status != rollout.StatusDone {
+		t.Fatalf("in-place rollout: %v (%v)", err, st)
+	}
+	if got := len(st.Groups["gpu"].Replaced); got != 3 {
+		t.Errorf("replaced %d nodes, want 3", got)
+	}
+	insts, _, _ := cloud.Instances(context.Background(), "gpu")
+	for _, in := range insts {
+		if in.Version != "2" {
+			t.Errorf("instance %s still on version %s", in.ID, in.Version)
+		}
+	}
+	if st.Budget != 1 {
+		t.Errorf("budget %d, want 1 (maxUnavailable)", st.Budget)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("in-place rollout: %v", problems)
+	}
+}
+
+func TestStrategyWithNoProgressRefused(t *testing.T) {
+	t.Parallel()
+	cloud, store := newMemCloud(map[string]int{"gpu": 1}), &memStore{}
+	_, err := rollout.New(cloud, memCluster{ready: func(*corev1.Node) bool { return true }}, store, rollout.Options{Image: "ami-new",
+		Groups: map[string]rollout.Strategy{"gpu": {}}}, nil).Start(context.Background(), "test")
+	if err == nil || !strings.Contains(err.Error(), "both 0") {
+		t.Fatalf("maxSurge 0 and maxUnavailable 0: %v, want refused", err)
+	}
+}
+
+func TestPlanChangesNothing(t *testing.T) {
+	t.Parallel()
+	cloud := newMemCloud(map[string]int{"general": 5, "gpu": 2})
+	plan, err := rollout.MakePlan(context.Background(), cloud, nil, rollout.Options{Image: "ami-new",
+		Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}, "gpu": {MaxUnavailable: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int{}
+	for _, g := range plan.Groups {
+		got[g.Name] = [2]int{len(g.Replace), g.Batches}
+	}
+	// general: a canary, then 4 in batches of 2; gpu: one at a time.
+	if want := map[string][2]int{"general": {5, 3}, "gpu": {2, 2}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("plan %v, want %v", got, want)
+	}
+	if plan.Budget != 3 || plan.Estimate != 3*rollout.BatchEstimate {
+		t.Errorf("budget %d, estimate %s; want 3 and %s", plan.Budget, plan.Estimate, 3*rollout.BatchEstimate)
+	}
+	for g, v := range cloud.version {
+		if v != 1 {
+			t.Errorf("the plan changed group %s's version to %d", g, v)
+		}
+	}
+	var b strings.Builder
+	plan.Print(&b)
+	if !strings.Contains(b.String(), "in place, 1 unavailable") {
+		t.Errorf("printed plan lacks the in-place strategy:\n%s", b.String())
 	}
 }

@@ -9,6 +9,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,19 +44,45 @@ const (
 	StepSurge     Step = "Surge"     // desired capacity raised
 	StepGate      Step = "Gate"      // waiting for new nodes to pass the gates
 	StepDrain     Step = "Drain"     // cordon and evict the batch's old nodes
-	StepTerminate Step = "Terminate" // terminate them, decrementing capacity
+	StepTerminate Step = "Terminate" // terminate them, decrementing capacity (in place: keeping it)
 )
 
 // Strategy of one instance group.
 type Strategy struct {
-	// MaxSurge new nodes per batch (>= 1).
+	// MaxSurge new nodes per batch. 0 with MaxUnavailable > 0 replaces in
+	// place: a batch of MaxUnavailable old nodes is drained and terminated
+	// first, and the group launches their replacements at the same
+	// capacity (for pools without spare capacity, such as GPU groups).
 	MaxSurge int `json:"maxSurge"`
+	// MaxUnavailable old nodes drained at once when MaxSurge is 0.
+	MaxUnavailable int `json:"maxUnavailable,omitempty"`
 	// Canary: the first batch is one node, and the rollout pauses after it
 	// when PauseAfterCanary is set.
 	Canary           bool `json:"canary"`
 	PauseAfterCanary bool `json:"pauseAfterCanary,omitempty"`
 	// BakeTime waits after each batch before the next.
 	BakeTime time.Duration `json:"bakeTime,omitempty"`
+}
+
+func (s Strategy) inPlace() bool { return s.MaxSurge == 0 && s.MaxUnavailable > 0 }
+
+// batchSize is the number of old nodes a batch replaces.
+func (s Strategy) batchSize() int {
+	if s.inPlace() {
+		return s.MaxUnavailable
+	}
+	return max(s.MaxSurge, 1)
+}
+
+// Validate refuses a strategy that could never make progress.
+func (s Strategy) Validate() error {
+	switch {
+	case s.MaxSurge < 0 || s.MaxUnavailable < 0:
+		return fmt.Errorf("maxSurge %d and maxUnavailable %d must not be negative", s.MaxSurge, s.MaxUnavailable)
+	case s.MaxSurge == 0 && s.MaxUnavailable == 0:
+		return errors.New("maxSurge and maxUnavailable are both 0: no batch could replace a node")
+	}
+	return nil
 }
 
 // Options of a rollout.
@@ -152,6 +179,8 @@ type Batch struct {
 	Desired int      `json:"desired"`
 	Step    Step     `json:"step"`
 	Drained []string `json:"drained,omitempty"`
+	// InPlace batches run Drain, Terminate (capacity kept), Gate.
+	InPlace bool `json:"inPlace,omitempty"`
 }
 
 func (g *GroupProgress) remaining() []string {
