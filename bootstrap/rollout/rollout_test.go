@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,30 +22,33 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/internal/awsemu"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
-const (
-	oldImage = "ami-0a1b2c3d4e5f60718"
-	newImage = "ami-0fedcba9876543210"
-	boot     = 400 * time.Millisecond // simulated boot time of a new node
-)
+const boot = 400 * time.Millisecond // simulated boot time of a new node
 
-// env: a kops cluster on kops's AWS fake (cloudmock; AWS cannot run here),
-// the real apiserver, controller-manager (its disruption controller keeps
-// PDB status, so evictions are really refused) and scheduler, and a
-// simulated kubelet in the test.
+// The images registered in the emulator for each env.
+var oldImage, newImage string
+
+// env: a kops cluster created with `trellis cluster create --yes` on the AWS
+// API emulator (moto, through the AWS SDK over HTTP: its ASGs launch and
+// terminate instances), the real apiserver, controller-manager (its
+// disruption controller keeps PDB status, so evictions are really refused)
+// and scheduler, and a simulated kubelet in the test that turns instances
+// into nodes.
 type env struct {
 	t       testing.TB
-	cloud   *fakeaws.Cloud
+	cloud   awsup.AWSCloud
+	calls   *awsemu.FaultProxy
 	aws     *recordingCloud
 	cp      *cluster.ControlPlane
 	c       kubernetes.Interface
@@ -61,41 +65,89 @@ type env struct {
 	clock clock.Clock
 }
 
+// emulator is the package's one AWS API emulator, reset for each env.
+var emulator struct {
+	once  sync.Once
+	srv   *awsemu.Server
+	proxy *awsemu.FaultProxy
+	err   error
+}
+
+func startEmulator(t testing.TB) (*awsemu.Server, *awsemu.FaultProxy) {
+	t.Helper()
+	emulator.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if emulator.srv, emulator.err = awsemu.Start(ctx, awsemu.Options{}); emulator.err != nil {
+			return
+		}
+		emulator.proxy, emulator.err = awsemu.NewFaultProxy(emulator.srv.URL)
+	})
+	if emulator.err != nil {
+		t.Fatalf("AWS API emulator: %v (hack/test-deps.sh checks for it)", emulator.err)
+	}
+	if err := emulator.srv.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	emulator.proxy.Clear()
+	emulator.proxy.ResetCalls()
+	return emulator.srv, emulator.proxy
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if emulator.srv != nil {
+		emulator.srv.Stop()
+	}
+	os.Exit(code)
+}
+
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("KOPS_RUN_TOO_NEW_VERSION", "1")
-	if err := (bootstrap.Env{CacheDir: t.TempDir(), OfflineAssets: true}).Setup(); err != nil {
+	srv, proxy := startEmulator(t)
+	if err := (bootstrap.Env{CacheDir: t.TempDir(), Emulator: proxy.URL, Region: "us-west-2"}).Setup(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	seed := awsemu.NewClients(srv.URL, "us-west-2")
+	if err := seed.Bucket(ctx, "trellis-state"); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if oldImage, err = seed.Image(ctx, "trellis-node-old", "x86_64"); err != nil {
+		t.Fatal(err)
+	}
+	if newImage, err = seed.Image(ctx, "trellis-node-new", "x86_64"); err != nil {
+		t.Fatal(err)
+	}
 	l, err := definition.Load("../../clusters/staging-us-west-2.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	def := l.ClusterDefinition
+	def.ControlPlane.Image = oldImage
 	general := def.InstanceGroups[0]
+	general.Image = oldImage
 	general.MinSize, general.MaxSize = new(int32(4)), new(int32(8))
 	batch := general
 	batch.Name, batch.MinSize, batch.MaxSize = "batch", new(int32(3)), new(int32(6))
 	batch.Labels = map[string]string{"trellis.dev/pool": "batch"}
 	def.InstanceGroups = []definition.InstanceGroup{general, batch}
-	e := &env{t: t, groups: map[string]int{"general": 4, "batch": 3}, firstSeen: map[string]time.Time{}}
-	e.cloud, err = fakeaws.Install(def.Region, def.Zones, []string{def.ControlPlane.Image, oldImage, newImage})
-	if err != nil {
+	e := &env{t: t, groups: map[string]int{"general": 4, "batch": 3}, firstSeen: map[string]time.Time{}, calls: proxy}
+	state := "s3://trellis-state/clusters"
+	if _, err := bootstrap.Create(ctx, def, bootstrap.ApplyOptions{StateStore: state, Yes: true, Out: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
-	state := "file://" + t.TempDir()
-	if _, err := bootstrap.Create(ctx, def, bootstrap.ApplyOptions{StateStore: state, Yes: true, Out: io.Discard, Cloud: e.cloud}); err != nil {
+	e.cluster = "staging-us-west-2.k8s.trellis.example"
+	if e.cloud, err = awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: e.cluster}); err != nil {
 		t.Fatal(err)
 	}
-	e.cloud.LaunchInstances()
 	cs, err := statestore.Open(ctx, state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cluster = "staging-us-west-2.k8s.trellis.example"
-	e.aws = &recordingCloud{AWSCloud: &rollout.AWSCloud{AWS: e.cloud.MockAWSCloud, Cluster: e.cluster, Clientset: cs}, terminated: map[string]int{}}
+	e.aws = &recordingCloud{AWSCloud: &rollout.AWSCloud{AWS: e.cloud, Cluster: e.cluster, Clientset: cs}, terminated: map[string]int{}}
 	e.store, err = rollout.NewVFSStore(state, e.cluster)
 	if err != nil {
 		t.Fatal(err)
@@ -123,12 +175,20 @@ type recordingCloud struct {
 }
 
 func (r *recordingCloud) Terminate(ctx context.Context, group, id string) error {
+	return r.record(ctx, group, id, r.AWSCloud.Terminate)
+}
+
+func (r *recordingCloud) Replace(ctx context.Context, group, id string) error {
+	return r.record(ctx, group, id, r.AWSCloud.Replace)
+}
+
+func (r *recordingCloud) record(ctx context.Context, group, id string, terminate func(context.Context, string, string) error) error {
 	insts, _, err := r.Instances(ctx, group)
 	if err != nil {
 		return err
 	}
 	existed := slices.ContainsFunc(insts, func(i rollout.Instance) bool { return i.ID == id })
-	if err := r.AWSCloud.Terminate(ctx, group, id); err != nil {
+	if err := terminate(ctx, group, id); err != nil {
 		return err
 	}
 	if existed {
@@ -158,12 +218,12 @@ func (e *env) instances() map[string][]rollout.Instance {
 	return out
 }
 
-// kubelet plays the AWS autoscaler (launch to desired capacity) and the
-// kubelets: a node registers after the boot time, pods bound to nodes run
-// Ready, terminating pods go away, and nodes of terminated instances leave.
+// kubelet plays the kubelets of the emulator's instances (its ASGs launch
+// and terminate them): a node registers after the boot time, pods bound to
+// nodes run Ready, terminating pods go away, and nodes of terminated
+// instances leave.
 func (e *env) kubelet(ctx context.Context) {
 	for ctx.Err() == nil {
-		e.cloud.LaunchInstances()
 		live := map[string]bool{}
 		for g, insts := range e.instances() {
 			for _, in := range insts {

@@ -43,7 +43,11 @@ func NewClients(url, region string) *Clients {
 
 // Bucket creates an S3 bucket (an existing one is fine).
 func (s *Clients) Bucket(ctx context.Context, name string) error {
-	_, err := s.S3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+	in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+	if r := s.S3.Options().Region; r != "us-east-1" {
+		in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(r)}
+	}
+	_, err := s.S3.CreateBucket(ctx, in)
 	var owned *s3types.BucketAlreadyOwnedByYou
 	if err != nil && !errors.As(err, &owned) {
 		return fmt.Errorf("failed to create bucket %s: %w", name, err)

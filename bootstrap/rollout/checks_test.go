@@ -1,0 +1,77 @@
+package rollout_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+)
+
+func checkNode(ready bool) *corev1.Node {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "i-0abc"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0abc"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+}
+
+func TestHTTPCheck(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthy/i-0abc/10.0.0.7" {
+			return
+		}
+		http.Error(w, "warming up", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if err := rollout.HTTPCheck(srv.URL+"/healthy/{node}/{ip}", time.Second)(ctx, checkNode(true)); err != nil {
+		t.Errorf("healthy: %v", err)
+	}
+	err := rollout.HTTPCheck(srv.URL+"/other/{node}", time.Second)(ctx, checkNode(true))
+	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "warming up") {
+		t.Errorf("unhealthy: %v, want the status and body", err)
+	}
+}
+
+func TestCommandCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if err := rollout.CommandCheck(`test "$TRELLIS_NODE/$TRELLIS_NODE_IP/$TRELLIS_PROVIDER_ID" = "i-0abc/10.0.0.7/aws:///us-east-1a/i-0abc"`, 5*time.Second)(ctx, checkNode(true)); err != nil {
+		t.Errorf("passing command: %v", err)
+	}
+	if err := rollout.CommandCheck("echo not yet; exit 3", 5*time.Second)(ctx, checkNode(true)); err == nil || !strings.Contains(err.Error(), "not yet") {
+		t.Errorf("failing command: %v, want its output", err)
+	}
+	if err := rollout.CommandCheck("sleep 5", 100*time.Millisecond)(ctx, checkNode(true)); err == nil {
+		t.Error("a command over its timeout passed")
+	}
+}
+
+func TestClusterCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	c := fake.NewClientset(checkNode(true), pod)
+	if err := rollout.ClusterCheck(c, "kube-system")(ctx, checkNode(true)); err != nil {
+		t.Errorf("valid cluster: %v", err)
+	}
+	pod.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := c.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rollout.ClusterCheck(c, "kube-system")(ctx, checkNode(true)); err == nil || !strings.Contains(err.Error(), "coredns") {
+		t.Errorf("unready pod: %v", err)
+	}
+}
