@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
 	"github.com/trellis-dev/trellis/bootstrap"
@@ -68,9 +68,16 @@ func (c *common) store() (*rollout.VFSStore, *definition.ClusterDefinition, stri
 
 type rolloutOptions struct {
 	common
-	Image        string
-	Groups       []string
-	MaxSurge     int
+	Yes            bool
+	Image          string
+	Groups         []string
+	MaxSurge       int
+	MaxUnavailable int
+	DrainGrace     int
+	HTTPChecks     []string
+	CommandChecks  []string
+	CheckTimeout   time.Duration
+	Validate       bool
 	Canary       bool
 	PauseCanary  bool
 	Budget       int
@@ -84,14 +91,22 @@ type rolloutOptions struct {
 func newRolloutCommand(s streams.Streams) *cobra.Command {
 	o := &rolloutOptions{}
 	cmd := &cobra.Command{
-		Use:   "rollout -f FILE --image IMAGE [--groups a,b] [--max-surge N] [--budget N]",
-		Short: "Roll instance groups onto a new image (or resume the rollout in progress)",
-		Long: `Creates a launch-template version with the image, then per group and in
-parallel within --budget: surge new nodes, wait until they are Ready with every
-runtime DaemonSet pod Ready, cordon and drain old nodes through the Eviction
-API (PodDisruptionBudgets are honoured), terminate them. The first batch of a
-group is a single canary. Progress is kept in the state store after every
-step: run the same command again after a crash and it resumes.
+		Use:   "rollout -f FILE --image IMAGE [--groups a,b] [--max-surge N] [--budget N] [--yes]",
+		Short: "Plan, or with --yes run, a rollout of instance groups onto a new image",
+		Long: `Without --yes, prints the plan and changes nothing: per group the nodes to
+replace, the strategy, the batches and the PodDisruptionBudgets that will
+constrain the drains, and an estimate.
+
+With --yes: creates a launch-template version with the image, then per group
+and in parallel within --budget: surge new nodes, wait until they pass the
+gates (Ready, every runtime DaemonSet pod Ready on them, then --check-http,
+--check-command and --validate-cluster), cordon and drain old nodes through
+the Eviction API (PodDisruptionBudgets are honoured), terminate them. A group
+whose definition says maxSurge 0 (or --max-surge 0 --max-unavailable N) is
+replaced in place: N old nodes drained and terminated, the group relaunching
+them at the same capacity. The first batch of a group is a single canary.
+Progress is kept in the state store after every step: run the same command
+again after a crash and it resumes.
 
 --rollback rolls the groups of the last rollout back onto their previous image.`,
 		Args: cobra.NoArgs,
@@ -100,14 +115,14 @@ step: run the same command again after a crash and it resumes.
 	o.add(cmd)
 	cmd.Flags().StringVar(&o.Image, "image", "", "new image: ami-..., ssm:/parameter or owner/name")
 	cmd.Flags().StringSliceVar(&o.Groups, "groups", nil, "instance groups to roll (default: every node group)")
-	cmd.Flags().IntVar(&o.MaxSurge, "max-surge", 0, "new nodes per batch per group (default: the group's maxSurge, else 10% of it)")
+	cmd.Flags().BoolVar(&o.Yes, "yes", false, "run the rollout (default: print the plan)")
+	cmd.Flags().IntVar(&o.MaxSurge, "max-surge", -1, "new nodes per batch per group (default: the group's maxSurge, else 10% of its minimum size)")
+	cmd.Flags().IntVar(&o.MaxUnavailable, "max-unavailable", -1, "old nodes replaced in place per batch when max-surge is 0 (default: the group's maxUnavailable)")
 	cmd.Flags().BoolVar(&o.Canary, "canary", true, "start each group with a one-node batch")
 	cmd.Flags().BoolVar(&o.PauseCanary, "pause-after-canary", false, "pause for a human after each group's canary (resume with `trellis ami resume`)")
 	cmd.Flags().IntVar(&o.Budget, "budget", 0, "new nodes surged at once across all groups (default: the sum of the groups' surges)")
-	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new nodes may take to pass the health gates")
-	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "how long a node's drain may take")
 	cmd.Flags().DurationVar(&o.BakeTime, "bake-time", 0, "wait after each batch")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	o.addRunFlags(cmd)
 	cmd.Flags().BoolVar(&o.Rollback, "rollback", false, "roll back onto the previous image of the last rollout")
 	return cmd
 }
@@ -117,54 +132,16 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
+	resume := o.Image == "" && !o.Rollback
+	var prev *rollout.State
 	if o.Rollback {
-		prev, err := store.Load(ctx)
-		if err != nil {
+		if prev, err = rollbackTarget(ctx, store, o); err != nil {
 			return err
 		}
-		if prev == nil {
-			return rollout.ErrNoRollout
-		}
-		if prev.Status == rollout.StatusRunning || prev.Status == rollout.StatusAborting {
-			return fmt.Errorf("rollout %s is %s: abort it and let it stop first", prev.ID, prev.Status)
-		}
-		o.Image, o.Groups = "", nil
-		for g, p := range prev.Groups {
-			if p.PrevImage == "" {
-				continue
-			}
-			if o.Image != "" && o.Image != p.PrevImage {
-				return fmt.Errorf("groups came from different images (%s, %s): roll them back one at a time with --groups", o.Image, p.PrevImage)
-			}
-			o.Image = p.PrevImage
-			o.Groups = append(o.Groups, g)
-		}
-		if o.Image == "" {
-			return errors.New("the last rollout recorded no previous image")
-		}
-		// A finished state makes room for the rollback rollout.
-		prev.Status = rollout.StatusDone
-		if err := store.Save(ctx, prev); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.Out, "Rolling %s back onto %s\n", strings.Join(o.Groups, ", "), o.Image)
 	}
-	groups := map[string]rollout.Strategy{}
-	want := o.Groups
-	for _, ig := range def.InstanceGroups {
-		if len(want) > 0 && !slices.Contains(want, ig.Name) {
-			continue
-		}
-		surge := o.MaxSurge
-		if surge == 0 {
-			surge = max(1, int(deref(ig.MinSize))/10)
-		}
-		groups[ig.Name] = rollout.Strategy{MaxSurge: surge, Canary: o.Canary, PauseAfterCanary: o.PauseCanary, BakeTime: o.BakeTime}
-	}
-	for _, g := range want {
-		if _, ok := groups[g]; !ok {
-			return fmt.Errorf("%s: no instance group %q", o.File, g)
-		}
+	groups, err := o.strategies(def)
+	if err != nil {
+		return err
 	}
 	cloud, err := awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: name})
 	if err != nil {
@@ -174,6 +151,41 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
+	awsCloud := &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}
+	opts := rollout.Options{
+		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout},
+		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, progressLine(&st)) },
+	}
+	if o.DrainGrace >= 0 {
+		opts.Drain.GracePeriod = new(int64(o.DrainGrace))
+	}
+	if !o.Yes && !resume {
+		var pdbs rollout.Constraints
+		if o.Kubeconfig != "" {
+			kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
+			if err != nil {
+				return err
+			}
+			if pdbs, err = rollout.NewKubeCluster(ctx, kc); err != nil {
+				return err
+			}
+		}
+		plan, err := rollout.MakePlan(ctx, awsCloud, pdbs, opts)
+		if err != nil {
+			return err
+		}
+		plan.Print(s.Out)
+		fmt.Fprintln(s.Out, "Nothing changed. Pass --yes to start the rollout.")
+		return nil
+	}
+	if prev != nil {
+		// A finished state makes room for the rollback rollout.
+		prev.Status = rollout.StatusDone
+		if err := store.Save(ctx, prev); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "Rolling %s back onto %s\n", strings.Join(o.Groups, ", "), o.Image)
+	}
 	kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
 	if err != nil {
 		return err
@@ -182,19 +194,60 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
+	opts.Checks = o.checks(kc)
 	host, _ := os.Hostname()
-	r := rollout.New(&rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}, kube, store, rollout.Options{
-		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout},
-		Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
-		OnStep: func(st rollout.State) {
-			fmt.Fprintln(s.Out, progressLine(&st))
-		},
-	}, nil)
-	st, err := r.Start(ctx, name)
+	opts.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
+	st, err := rollout.New(awsCloud, kube, store, opts, nil).Start(ctx, name)
 	if st != nil {
 		printStatus(s, st)
 	}
 	return err
+}
+
+// rollbackTarget sets o's image and groups to the previous image of the
+// last rollout, which must have stopped.
+func rollbackTarget(ctx context.Context, store *rollout.VFSStore, o *rolloutOptions) (*rollout.State, error) {
+	prev, err := store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, rollout.ErrNoRollout
+	}
+	if prev.Status == rollout.StatusRunning || prev.Status == rollout.StatusAborting {
+		return nil, fmt.Errorf("rollout %s is %s: abort it and let it stop first", prev.ID, prev.Status)
+	}
+	o.Image, o.Groups = "", nil
+	for _, g := range sortedGroups(prev) {
+		p := prev.Groups[g]
+		if p.PrevImage == "" {
+			continue
+		}
+		if o.Image != "" && o.Image != p.PrevImage {
+			return nil, fmt.Errorf("groups came from different images (%s, %s): roll them back one at a time with --groups", o.Image, p.PrevImage)
+		}
+		o.Image = p.PrevImage
+		o.Groups = append(o.Groups, g)
+	}
+	if o.Image == "" {
+		return nil, errors.New("the last rollout recorded no previous image")
+	}
+	return prev, nil
+}
+
+// checks are the custom gates the flags ask for.
+func (o *rolloutOptions) checks(kc kubernetes.Interface) []rollout.Check {
+	var out []rollout.Check
+	for _, u := range o.HTTPChecks {
+		out = append(out, rollout.HTTPCheck(u, o.CheckTimeout))
+	}
+	for _, c := range o.CommandChecks {
+		out = append(out, rollout.CommandCheck(c, o.CheckTimeout))
+	}
+	if o.Validate {
+		out = append(out, rollout.ClusterCheck(kc, "kube-system", "trellis-system"))
+	}
+	return out
 }
 
 func newResumeCommand(s streams.Streams) *cobra.Command {
@@ -205,14 +258,26 @@ func newResumeCommand(s streams.Streams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Image = "" // resume what the state store holds
+			o.MaxSurge, o.MaxUnavailable = -1, -1
 			return runRollout(cmd.Context(), o, s)
 		},
 	}
 	o.add(cmd)
+	o.addRunFlags(cmd)
+	return cmd
+}
+
+// addRunFlags are the flags of a running rollout: the cluster, gates and
+// drains (not kept in the state store: give them again to resume).
+func (o *rolloutOptions) addRunFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new nodes may take to pass the health gates")
 	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "how long a node's drain may take")
-	return cmd
+	cmd.Flags().IntVar(&o.DrainGrace, "drain-grace", -1, "eviction grace period in seconds (default: each pod's own)")
+	cmd.Flags().StringArrayVar(&o.HTTPChecks, "check-http", nil, "gate: GET this URL ({node}, {ip} substituted) must answer 2xx for each new node (repeatable)")
+	cmd.Flags().StringArrayVar(&o.CommandChecks, "check-command", nil, "gate: this shell command must exit 0 for each new node, run with TRELLIS_NODE, TRELLIS_NODE_IP, TRELLIS_PROVIDER_ID (repeatable)")
+	cmd.Flags().DurationVar(&o.CheckTimeout, "check-timeout", 30*time.Second, "timeout of one --check-http or --check-command attempt")
+	cmd.Flags().BoolVar(&o.Validate, "validate-cluster", false, "gate: every node Ready and every kube-system and trellis-system pod Ready")
 }
 
 func newRequestCommand(s streams.Streams, verb string, status rollout.Status) *cobra.Command {

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/trellis-dev/trellis/internal/awsemu"
@@ -29,7 +30,7 @@ func seedAccount(t *testing.T, c *awsemu.Clients) string {
 	if err := c.Bucket(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("clusters/other.example/config"), Body: bytes.NewReader([]byte("another cluster"))}); err != nil {
+	if _, err := c.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: awssdk.String(bucket), Key: awssdk.String("clusters/other.example/config"), Body: bytes.NewReader([]byte("another cluster"))}); err != nil {
 		t.Fatal(err)
 	}
 	ami, err := c.Image(ctx, "trellis-node-v1.36.3", "x86_64")
@@ -119,6 +120,41 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 		}
 		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
 			t.Errorf("the refused create changed the state store:\n%s", d)
+		}
+	})
+
+	t.Run("ami rollout without --yes prints the plan and changes nothing", func(t *testing.T) {
+		ctx := context.Background()
+		newAMI, err := aws.Image(ctx, "trellis-node-next", "x86_64")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := objects(t, aws, bucket)
+		versions := func() int {
+			out, err := aws.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String("general." + clusterName)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.LaunchTemplateVersions)
+		}
+		n := versions()
+		r := trellis("ami", "rollout", "-f", def, "--image", newAMI)
+		if r.code != 0 || !strings.Contains(r.out, "Nothing changed. Pass --yes") || !strings.Contains(r.out, newAMI) {
+			t.Fatalf("ami rollout plan: %s", r)
+		}
+		for _, want := range []string{"batch    1      in place, 1 unavailable, canary  1", "general  2      surge 1, canary                  2"} {
+			if !strings.Contains(r.out, want) {
+				t.Errorf("plan lacks %q:\n%s", want, r.out)
+			}
+		}
+		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
+			t.Errorf("the plan changed the state store:\n%s", d)
+		}
+		if versions() != n {
+			t.Error("the plan made a launch-template version")
+		}
+		if r := trellis("ami", "status", "-f", def); r.code == 0 || !strings.Contains(r.stderr, "no rollout") {
+			t.Errorf("status after a plan: %s", r)
 		}
 	})
 
