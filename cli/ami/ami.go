@@ -78,14 +78,14 @@ type rolloutOptions struct {
 	CommandChecks  []string
 	CheckTimeout   time.Duration
 	Validate       bool
-	Canary       bool
-	PauseCanary  bool
-	Budget       int
-	GateTimeout  time.Duration
-	DrainTimeout time.Duration
-	BakeTime     time.Duration
-	Kubeconfig   string
-	Rollback     bool
+	Canary         bool
+	PauseCanary    bool
+	Budget         int
+	GateTimeout    time.Duration
+	DrainTimeout   time.Duration
+	BakeTime       time.Duration
+	Kubeconfig     string
+	Rollback       bool
 }
 
 func newRolloutCommand(s streams.Streams) *cobra.Command {
