@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
@@ -132,7 +133,7 @@ func TestIntegrationTrellisService(t *testing.T) {
 			return false, fmt.Errorf("%d pods", len(pods.Items))
 		}
 		p := pods.Items[0]
-		if len(p.Spec.InitContainers) != 3 || p.Annotations[v1alpha1.AnnotationDiscoveryService] != "web" {
+		if len(p.Spec.InitContainers) != 3 || p.Annotations[wellknown.AnnotationDiscoveryService] != "web" {
 			return false, fmt.Errorf("runtime not injected: %d init containers, annotations %v", len(p.Spec.InitContainers), p.Annotations)
 		}
 		return true, nil
@@ -222,7 +223,7 @@ func TestIntegrationConflictsAndPolicy(t *testing.T) {
 	// A profile requiring resources rejects a container without them, naming
 	// it, and creates nothing.
 	profile := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: "revision: strict-1\nenv: prod\nresources:\n  policy: Require\n"},
 	}
 	if err := e.c.Create(ctx, profile); err != nil {
@@ -252,7 +253,7 @@ func TestIntegrationSamples(t *testing.T) {
 	}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello"}}
 	e.eventually("the sample's Deployment", 30*time.Second, e.exists(dep))
-	if got := dep.Spec.Template.Annotations[v1alpha1.AnnotationProfile]; got != "2026-11-22" {
+	if got := dep.Spec.Template.Annotations[wellknown.AnnotationProfile]; got != "2026-11-22" {
 		t.Errorf("pods run with profile %q, want the sample profile 2026-11-22", got)
 	}
 	e.eventually("printer columns", 40*time.Second, func(ctx context.Context) (bool, error) {

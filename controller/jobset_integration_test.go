@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/trellisjobset"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
@@ -104,7 +105,7 @@ func TestIntegrationTrellisJobSet(t *testing.T) {
 		for _, ev := range j.Spec.Template.Spec.Containers[0].Env {
 			env[ev.Name] = ev.Value
 		}
-		if env[v1alpha1.EnvShardCount] != "3" || env[v1alpha1.EnvShardIndex] != j.Labels[v1alpha1.LabelShard] {
+		if env[wellknown.EnvShardCount] != "3" || env[wellknown.EnvShardIndex] != j.Labels[wellknown.LabelShard] {
 			t.Errorf("job %s: shard env %v", j.Name, env)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
 	"github.com/trellis-dev/trellis/controller/trelliscronjob"
@@ -124,7 +125,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	cfg.defaults()
 	rc := rest.CopyConfig(restCfg)
 	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
-	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy})
+	managed := labels.SelectorFromSet(labels.Set{wellknown.LabelManagedBy: wellknown.ManagedBy})
 	// One entry per type (the profile ConfigMap is read through the same
 	// ConfigMap informer, so it carries the label too).
 	byObject := map[client.Object]cache.ByObject{}

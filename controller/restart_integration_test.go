@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
@@ -79,7 +80,7 @@ func TestIntegrationRestartMidBurst(t *testing.T) {
 		{"services", &corev1.ServiceList{}},
 		{"pdbs", &policyv1.PodDisruptionBudgetList{}},
 	} {
-		if err := c.List(ctx, tc.list, client.InNamespace("default"), client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}); err != nil {
+		if err := c.List(ctx, tc.list, client.InNamespace("default"), client.MatchingLabels{wellknown.LabelManagedBy: wellknown.ManagedBy}); err != nil {
 			t.Fatal(err)
 		}
 		items, _ := meta.ExtractList(tc.list)

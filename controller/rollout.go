@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 )
 
@@ -122,7 +122,7 @@ func (g *ProfileRollout) savePrevious(ctx context.Context, p *inject.Profile) er
 		return err
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: PreviousProfileName, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: PreviousProfileName, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: string(data)},
 	}
 	err = g.Client.Create(ctx, cm)

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
@@ -26,7 +26,7 @@ func TestIntegrationProfileRollout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	profile := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: "revision: r1\nimages: {traffic: trellis/traffic:1}\n"},
 	}
 	if err := c.Create(ctx, profile); err != nil {
@@ -51,7 +51,7 @@ func TestIntegrationProfileRollout(t *testing.T) {
 		}
 		n := map[string]int{}
 		for _, d := range l.Items {
-			n[d.Spec.Template.Annotations[v1alpha1.AnnotationProfile]]++
+			n[d.Spec.Template.Annotations[wellknown.AnnotationProfile]]++
 		}
 		return n, nil
 	}

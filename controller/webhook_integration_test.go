@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
@@ -39,7 +40,7 @@ func TestIntegrationWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	profile := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: inject.ProfileName, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedBy}},
 		Data:       map[string]string{inject.ProfileKey: "revision: strict\nresources:\n  policy: Require\n"},
 	}
 	if err := c.Create(ctx, profile); err != nil {

@@ -21,7 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/serverset"
@@ -58,7 +58,7 @@ func run(nPods, flips int) error {
 	for i := range nPods {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%03d", i), Namespace: "default", Annotations: map[string]string{
-				v1alpha1.AnnotationDiscoveryService: "bench", v1alpha1.AnnotationDiscoveryEnv: "prod", v1alpha1.AnnotationDiscoveryPorts: "http:8080",
+				wellknown.AnnotationDiscoveryService: "bench", wellknown.AnnotationDiscoveryEnv: "prod", wellknown.AnnotationDiscoveryPorts: "http:8080",
 			}},
 			Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
 	"github.com/trellis-dev/trellis/internal/daemon"
 )
@@ -24,7 +24,7 @@ func main() { daemon.Main("trellis-cert-agent", run) }
 
 func run(ctx context.Context) error {
 	node := flag.String("node-name", os.Getenv("NODE_NAME"), "this node")
-	socket := flag.String("socket", v1alpha1.PathCertAgent+"/"+v1alpha1.CertAgentSocket, "Unix socket served to pods")
+	socket := flag.String("socket", wellknown.PathCertAgent+"/"+wellknown.CertAgentSocket, "Unix socket served to pods")
 	issuer := flag.String("issuer", "https://trellis-cert-issuer.trellis-system.svc:8443", "issuer URL")
 	issuerID := flag.String("issuer-id", "", "SPIFFE ID the issuer must present (default spiffe://<trust-domain>/ns/trellis-system/sa/trellis-cert-issuer)")
 	trustDomain := flag.String("trust-domain", "", "trust domain")

@@ -8,13 +8,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/sidecars/configinit"
 )
 
 func main() {
-	src := flag.String("src", v1alpha1.PathConfigSrc, "the workload's ConfigMap volume")
-	dst := flag.String("dst", v1alpha1.PathConfig, "the shared config volume")
+	src := flag.String("src", wellknown.PathConfigSrc, "the workload's ConfigMap volume")
+	dst := flag.String("dst", wellknown.PathConfig, "the shared config volume")
 	flag.Parse()
 	files, err := configinit.Render(*src, *dst, os.Getenv, os.Environ())
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 func main() {
@@ -39,8 +39,8 @@ func main() {
 }
 
 func serve(port, mtlsPort int) error {
-	pod := os.Getenv(v1alpha1.EnvPodName)
-	greeting, err := os.ReadFile(filepath.Join(v1alpha1.PathConfig, "greeting.txt"))
+	pod := os.Getenv(wellknown.EnvPodName)
+	greeting, err := os.ReadFile(filepath.Join(wellknown.PathConfig, "greeting.txt"))
 	if err != nil {
 		greeting = []byte("hello\n")
 	}
@@ -52,7 +52,7 @@ func serve(port, mtlsPort int) error {
 	errs := make(chan error, 2)
 	go func() { errs <- http.ListenAndServe(fmt.Sprintf(":%d", port), mux) }()
 	fmt.Printf("hello: serving HTTP on :%d as %s\n", port, pod)
-	if _, err := os.Stat(filepath.Join(v1alpha1.PathIdentity, v1alpha1.IdentityCertFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(wellknown.PathIdentity, wellknown.IdentityCertFile)); err == nil {
 		cfg := &tls.Config{
 			MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert,
 			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return loadCert() },
@@ -80,12 +80,12 @@ func serve(port, mtlsPort int) error {
 
 // loadCert reads the identity the certificate sidecar keeps fresh.
 func loadCert() (*tls.Certificate, error) {
-	c, err := tls.LoadX509KeyPair(filepath.Join(v1alpha1.PathIdentity, v1alpha1.IdentityCertFile), filepath.Join(v1alpha1.PathIdentity, v1alpha1.IdentityKeyFile))
+	c, err := tls.LoadX509KeyPair(filepath.Join(wellknown.PathIdentity, wellknown.IdentityCertFile), filepath.Join(wellknown.PathIdentity, wellknown.IdentityKeyFile))
 	return &c, err
 }
 
 func loadRoots() (*x509.CertPool, error) {
-	pem, err := os.ReadFile(filepath.Join(v1alpha1.PathIdentity, v1alpha1.IdentityBundleFile))
+	pem, err := os.ReadFile(filepath.Join(wellknown.PathIdentity, wellknown.IdentityBundleFile))
 	if err != nil {
 		return nil, err
 	}

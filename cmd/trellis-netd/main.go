@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/netd"
 	"github.com/trellis-dev/trellis/internal/daemon"
 )
@@ -24,7 +24,7 @@ func run(ctx context.Context) error {
 	bridge := flag.String("bridge", "trellis0", "the pods' bridge")
 	mtu := flag.Int("mtu", 1500, "MTU of pod interfaces")
 	clusterCIDR := flag.String("cluster-cidr", "", "the cluster's pod CIDR: traffic from it to outside it is masqueraded")
-	firewall := flag.Bool("firewall", true, "program iptables: masquerade, and keep pods from the metadata address unless annotated "+v1alpha1.AnnotationMetadataAccess+"=allow")
+	firewall := flag.Bool("firewall", true, "program iptables: masquerade, and keep pods from the metadata address unless annotated "+wellknown.AnnotationMetadataAccess+"=allow")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	listen := flag.String("listen", ":9106", "address of /healthz and /readyz")
 	flag.Parse()

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/sidecars/traffic"
 )
@@ -31,10 +31,10 @@ func main() {
 }
 
 func run() error {
-	service := flag.String("service", os.Getenv(v1alpha1.EnvService), "serverset service")
-	env := flag.String("env", os.Getenv(v1alpha1.EnvEnvironment), "serverset environment")
+	service := flag.String("service", os.Getenv(wellknown.EnvService), "serverset service")
+	env := flag.String("env", os.Getenv(wellknown.EnvEnvironment), "serverset environment")
 	ports := flag.String("ports", "", "name:port,... (the first is the service endpoint)")
-	host := flag.String("host", os.Getenv(v1alpha1.EnvPodIP), "address clients use")
+	host := flag.String("host", os.Getenv(wellknown.EnvPodIP), "address clients use")
 	check := flag.String("check", "", "health check: http://host:port/path or tcp://host:port (default: tcp to the first port)")
 	servers := flag.String("zookeeper", "", "comma-separated ZooKeeper ensemble")
 	root := flag.String("root", "/discovery", "znode under which serversets live")

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
@@ -40,7 +40,7 @@ func createPod(t *testing.T, c kubernetes.Interface, name, ip string, ready bool
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
-			v1alpha1.AnnotationDiscoveryService: "web", v1alpha1.AnnotationDiscoveryEnv: "prod", v1alpha1.AnnotationDiscoveryPorts: "http:8080",
+			wellknown.AnnotationDiscoveryService: "web", wellknown.AnnotationDiscoveryEnv: "prod", wellknown.AnnotationDiscoveryPorts: "http:8080",
 		}},
 		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}

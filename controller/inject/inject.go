@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 // ErrResourcesRequired is wrapped when a container lacks resources that the
@@ -34,7 +35,7 @@ type Workload struct {
 
 // SelectorLabels identify a workload's pods; they never change.
 func SelectorLabels(kind, name string) map[string]string {
-	return map[string]string{v1alpha1.LabelWorkload: name, v1alpha1.LabelKind: strings.ToLower(kind)}
+	return map[string]string{wellknown.LabelWorkload: name, wellknown.LabelKind: strings.ToLower(kind)}
 }
 
 func enabled(b *bool) bool { return b == nil || *b }
@@ -50,9 +51,9 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	for k, v := range SelectorLabels(w.Kind, w.Name) {
 		pt.Labels[k] = v
 	}
-	pt.Labels[v1alpha1.LabelService] = w.Service
-	pt.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
-	for _, k := range []string{v1alpha1.LabelTeam, v1alpha1.LabelCostCenter} {
+	pt.Labels[wellknown.LabelService] = w.Service
+	pt.Labels[wellknown.LabelManagedBy] = wellknown.ManagedBy
+	for _, k := range []string{wellknown.LabelTeam, wellknown.LabelCostCenter} {
 		if v, ok := w.ObjectLabels[k]; ok {
 			pt.Labels[k] = v
 		}
@@ -61,14 +62,14 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	for k, v := range t.Metadata.Annotations {
 		pt.Annotations[k] = v
 	}
-	pt.Annotations[v1alpha1.AnnotationProfile] = p.Revision
+	pt.Annotations[wellknown.AnnotationProfile] = p.Revision
 	discovery := enabled(w.Runtime.Discovery) && len(w.Ports) > 0
 	if discovery {
-		pt.Annotations[v1alpha1.AnnotationDiscoveryService] = w.Service
-		pt.Annotations[v1alpha1.AnnotationDiscoveryEnv] = p.Env
-		pt.Annotations[v1alpha1.AnnotationDiscoveryPorts] = portsAnnotation(w.Ports)
+		pt.Annotations[wellknown.AnnotationDiscoveryService] = w.Service
+		pt.Annotations[wellknown.AnnotationDiscoveryEnv] = p.Env
+		pt.Annotations[wellknown.AnnotationDiscoveryPorts] = portsAnnotation(w.Ports)
 		if w.Shard != nil {
-			pt.Annotations[v1alpha1.AnnotationDiscoveryShard] = fmt.Sprint(*w.Shard)
+			pt.Annotations[wellknown.AnnotationDiscoveryShard] = fmt.Sprint(*w.Shard)
 		}
 	}
 
@@ -85,47 +86,47 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 			return pt, err
 		}
 		c.Env = append(identityEnv(p, w), c.Env...)
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeConfig, MountPath: v1alpha1.PathConfig, ReadOnly: true})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: wellknown.VolumeConfig, MountPath: wellknown.PathConfig, ReadOnly: true})
 		if enabled(w.Runtime.Identity) {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeIdentity, MountPath: v1alpha1.PathIdentity, ReadOnly: true})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: wellknown.VolumeIdentity, MountPath: wellknown.PathIdentity, ReadOnly: true})
 		}
 		spec.Containers = append(spec.Containers, c)
 	}
 
 	// Config: the init container renders inline config (and profile
 	// settings) from the ConfigMap into a shared in-memory volume.
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v1alpha1.VolumeConfig, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
-	initMounts := []corev1.VolumeMount{{Name: v1alpha1.VolumeConfig, MountPath: v1alpha1.PathConfig}}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: wellknown.VolumeConfig, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+	initMounts := []corev1.VolumeMount{{Name: wellknown.VolumeConfig, MountPath: wellknown.PathConfig}}
 	if w.ConfigMap != "" {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v1alpha1.VolumeConfigSrc, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMap}}}})
-		initMounts = append(initMounts, corev1.VolumeMount{Name: v1alpha1.VolumeConfigSrc, MountPath: v1alpha1.PathConfigSrc, ReadOnly: true})
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: wellknown.VolumeConfigSrc, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMap}}}})
+		initMounts = append(initMounts, corev1.VolumeMount{Name: wellknown.VolumeConfigSrc, MountPath: wellknown.PathConfigSrc, ReadOnly: true})
 	}
 	spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-		Name:         v1alpha1.ContainerConfigInit,
+		Name:         wellknown.ContainerConfigInit,
 		Image:        p.Images.ConfigInit,
-		Args:         []string{"--src=" + v1alpha1.PathConfigSrc, "--dst=" + v1alpha1.PathConfig},
+		Args:         []string{"--src=" + wellknown.PathConfigSrc, "--dst=" + wellknown.PathConfig},
 		Env:          identityEnv(p, w),
 		VolumeMounts: initMounts,
 	}, false))
 
 	if enabled(w.Runtime.Identity) {
 		spec.Volumes = append(spec.Volumes,
-			corev1.Volume{Name: v1alpha1.VolumeIdentity, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
-			corev1.Volume{Name: v1alpha1.VolumeCertAgent, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.CertAgentSocketDir, Type: new(corev1.HostPathDirectoryOrCreate)}}},
+			corev1.Volume{Name: wellknown.VolumeIdentity, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			corev1.Volume{Name: wellknown.VolumeCertAgent, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: p.CertAgentSocketDir, Type: new(corev1.HostPathDirectoryOrCreate)}}},
 		)
 		spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-			Name:  v1alpha1.ContainerCert,
+			Name:  wellknown.ContainerCert,
 			Image: p.Images.Cert,
-			Args:  []string{"--agent-socket=" + v1alpha1.PathCertAgent + "/" + v1alpha1.CertAgentSocket, "--out=" + v1alpha1.PathIdentity},
+			Args:  []string{"--agent-socket=" + wellknown.PathCertAgent + "/" + wellknown.CertAgentSocket, "--out=" + wellknown.PathIdentity},
 			// The agent attests the pod from its cgroup: the sidecar needs no
 			// identity env.
 			VolumeMounts: []corev1.VolumeMount{
-				{Name: v1alpha1.VolumeIdentity, MountPath: v1alpha1.PathIdentity},
-				{Name: v1alpha1.VolumeCertAgent, MountPath: v1alpha1.PathCertAgent, ReadOnly: true},
+				{Name: wellknown.VolumeIdentity, MountPath: wellknown.PathIdentity},
+				{Name: wellknown.VolumeCertAgent, MountPath: wellknown.PathCertAgent, ReadOnly: true},
 			},
 			// The pod starts only once it holds its certificate.
 			StartupProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + v1alpha1.PathIdentity}}},
+				ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/trellis-cert", "check", "--dir=" + wellknown.PathIdentity}}},
 				// Every field set, as the apiserver would default it, so that
 				// the live object compares equal to the desired one.
 				PeriodSeconds:    1,
@@ -137,13 +138,13 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 	}
 	if discovery {
 		spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
-			Name:  v1alpha1.ContainerTraffic,
+			Name:  wellknown.ContainerTraffic,
 			Image: p.Images.Traffic,
 			Args:  []string{"--service=" + w.Service, "--env=" + p.Env, "--ports=" + portsAnnotation(w.Ports), "--drain=5s"},
 			// Only the address is not known before the pod runs. Every env
 			// entry is paid for in each pod, ReplicaSet and Deployment
 			// write.
-			Env: []corev1.EnvVar{{Name: v1alpha1.EnvPodIP, ValueFrom: fieldRef("status.podIP")}},
+			Env: []corev1.EnvVar{{Name: wellknown.EnvPodIP, ValueFrom: fieldRef("status.podIP")}},
 		}, true))
 	}
 	return pt, nil
@@ -203,13 +204,13 @@ func DefaultResources(p *Profile, c *corev1.Container) {
 
 func identityEnv(p *Profile, w Workload) []corev1.EnvVar {
 	env := []corev1.EnvVar{
-		{Name: v1alpha1.EnvService, Value: w.Service},
-		{Name: v1alpha1.EnvEnvironment, Value: p.Env},
-		{Name: v1alpha1.EnvCluster, Value: p.Cluster},
-		{Name: v1alpha1.EnvPodName, ValueFrom: fieldRef("metadata.name")},
-		{Name: v1alpha1.EnvPodNamespace, ValueFrom: fieldRef("metadata.namespace")},
-		{Name: v1alpha1.EnvPodIP, ValueFrom: fieldRef("status.podIP")},
-		{Name: v1alpha1.EnvNodeName, ValueFrom: fieldRef("spec.nodeName")},
+		{Name: wellknown.EnvService, Value: w.Service},
+		{Name: wellknown.EnvEnvironment, Value: p.Env},
+		{Name: wellknown.EnvCluster, Value: p.Cluster},
+		{Name: wellknown.EnvPodName, ValueFrom: fieldRef("metadata.name")},
+		{Name: wellknown.EnvPodNamespace, ValueFrom: fieldRef("metadata.namespace")},
+		{Name: wellknown.EnvPodIP, ValueFrom: fieldRef("status.podIP")},
+		{Name: wellknown.EnvNodeName, ValueFrom: fieldRef("spec.nodeName")},
 	}
 	return env
 }

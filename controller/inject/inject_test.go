@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 func template(containers ...corev1.Container) v1alpha1.PodTemplate {
@@ -67,10 +68,10 @@ func TestOptOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pt.Spec.InitContainers) != 1 || pt.Spec.InitContainers[0].Name != v1alpha1.ContainerConfigInit {
+	if len(pt.Spec.InitContainers) != 1 || pt.Spec.InitContainers[0].Name != wellknown.ContainerConfigInit {
 		t.Errorf("opted out of discovery and identity, got init containers %v", pt.Spec.InitContainers)
 	}
-	if _, ok := pt.Annotations[v1alpha1.AnnotationDiscoveryService]; ok {
+	if _, ok := pt.Annotations[wellknown.AnnotationDiscoveryService]; ok {
 		t.Error("discovery annotations on a pod that opted out")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 // Where the runtime profile lives: a ConfigMap, key profile.yaml.
@@ -67,7 +67,7 @@ func DefaultProfile() *Profile {
 		TrustDomain:        "trellis.local",
 		Images:             Images{ConfigInit: "trellis/config-init:0.1.0", Traffic: "trellis/traffic:0.1.0", Cert: "trellis/cert-sidecar:0.1.0"},
 		JobTTLSeconds:      86400,
-		CertAgentSocketDir: v1alpha1.PathCertAgent,
+		CertAgentSocketDir: wellknown.PathCertAgent,
 	}
 	p.Resources.Policy = PolicyDefault
 	p.Resources.Default = requirements("100m", "128Mi", "1", "512Mi")

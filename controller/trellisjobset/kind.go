@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/workload"
 )
@@ -86,7 +87,7 @@ func (Workload) Plan(ctx context.Context, env workload.Env, js *v1alpha1.Trellis
 		if !metav1.IsControlledBy(j, js) {
 			continue
 		}
-		n, err := strconv.Atoi(j.Labels[v1alpha1.LabelShard])
+		n, err := strconv.Atoi(j.Labels[wellknown.LabelShard])
 		if err != nil || n < 0 || n >= int(js.Spec.Shards) {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 )
 
@@ -40,9 +41,9 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(js, v1alpha1.GroupVersion.WithKind(Kind))}
 	meta := func(name string) metav1.ObjectMeta {
 		labels := inject.SelectorLabels(Kind, js.Name)
-		labels[v1alpha1.LabelService] = js.Name
-		labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
-		labels[v1alpha1.LabelShard] = strconv.Itoa(int(shard))
+		labels[wellknown.LabelService] = js.Name
+		labels[wellknown.LabelManagedBy] = wellknown.ManagedBy
+		labels[wellknown.LabelShard] = strconv.Itoa(int(shard))
 		return metav1.ObjectMeta{Name: name, Namespace: js.Namespace, Labels: labels, OwnerReferences: owner}
 	}
 	var objs []client.Object
@@ -67,9 +68,9 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 			cm.Data[k] = b.String()
 		}
 		objs = append(objs, cm)
-		tmpl.Volumes = append(tmpl.Volumes, corev1.Volume{Name: v1alpha1.VolumeShardConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
+		tmpl.Volumes = append(tmpl.Volumes, corev1.Volume{Name: wellknown.VolumeShardConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
 		for i := range tmpl.Containers {
-			tmpl.Containers[i].VolumeMounts = append(tmpl.Containers[i].VolumeMounts, corev1.VolumeMount{Name: v1alpha1.VolumeShardConfig, MountPath: v1alpha1.PathShard, ReadOnly: true})
+			tmpl.Containers[i].VolumeMounts = append(tmpl.Containers[i].VolumeMounts, corev1.VolumeMount{Name: wellknown.VolumeShardConfig, MountPath: wellknown.PathShard, ReadOnly: true})
 		}
 	}
 	for _, vct := range js.Spec.VolumeClaimTemplates {
@@ -83,8 +84,8 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	}
 	for i := range tmpl.Containers {
 		tmpl.Containers[i].Env = append(tmpl.Containers[i].Env,
-			corev1.EnvVar{Name: v1alpha1.EnvShardIndex, Value: strconv.Itoa(int(shard))},
-			corev1.EnvVar{Name: v1alpha1.EnvShardCount, Value: strconv.Itoa(int(js.Spec.Shards))},
+			corev1.EnvVar{Name: wellknown.EnvShardIndex, Value: strconv.Itoa(int(shard))},
+			corev1.EnvVar{Name: wellknown.EnvShardCount, Value: strconv.Itoa(int(js.Spec.Shards))},
 		)
 	}
 	pt, err := inject.PodTemplate(p, inject.Workload{
@@ -94,7 +95,7 @@ func Shard(js *v1alpha1.TrellisJobSet, p *inject.Profile, shard int32) ([]client
 	if err != nil {
 		return nil, err
 	}
-	pt.Labels[v1alpha1.LabelShard] = strconv.Itoa(int(shard))
+	pt.Labels[wellknown.LabelShard] = strconv.Itoa(int(shard))
 	pt.Spec.RestartPolicy = corev1.RestartPolicyNever
 	backoff := int32(3)
 	if js.Spec.BackoffLimit != nil {

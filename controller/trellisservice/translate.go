@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 )
 
@@ -35,8 +36,8 @@ func Translate(ts *v1alpha1.TrellisService, p *inject.Profile) ([]client.Object,
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(ts, v1alpha1.GroupVersion.WithKind(Kind))}
 	meta := func(name string) metav1.ObjectMeta {
 		labels := inject.SelectorLabels(Kind, ts.Name)
-		labels[v1alpha1.LabelService] = svcName
-		labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
+		labels[wellknown.LabelService] = svcName
+		labels[wellknown.LabelManagedBy] = wellknown.ManagedBy
 		return metav1.ObjectMeta{Name: name, Namespace: ts.Namespace, Labels: labels, OwnerReferences: owner}
 	}
 	var objs []client.Object

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
@@ -26,7 +27,7 @@ func profile() *inject.Profile {
 func TestTranslateGolden(t *testing.T) {
 	cases := map[string]*v1alpha1.TrellisService{
 		"minimal":    gen.Service("web"),
-		"full":       gen.Service("api", gen.WithReplicas(6), gen.WithConfig(map[string]string{"app.yaml": "greeting: hello\n"}), gen.WithIngress("api.example.com"), gen.WithLabels(map[string]string{v1alpha1.LabelTeam: "payments", v1alpha1.LabelCostCenter: "cc-42"})),
+		"full":       gen.Service("api", gen.WithReplicas(6), gen.WithConfig(map[string]string{"app.yaml": "greeting: hello\n"}), gen.WithIngress("api.example.com"), gen.WithLabels(map[string]string{wellknown.LabelTeam: "payments", wellknown.LabelCostCenter: "cc-42"})),
 		"defaulted":  gen.Service("batchy", gen.WithBareContainer("helper")),
 		"no-runtime": gen.Service("plain", gen.WithoutDiscovery(), gen.WithoutIdentity()),
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 )
 
@@ -51,8 +52,8 @@ func Translate(tj *v1alpha1.TrellisTrainingJob, p *inject.Profile) ([]client.Obj
 	owner := []metav1.OwnerReference{*metav1.NewControllerRef(tj, v1alpha1.GroupVersion.WithKind(Kind))}
 	labels := func(extra map[string]string) map[string]string {
 		l := inject.SelectorLabels(Kind, tj.Name)
-		l[v1alpha1.LabelService] = tj.Name
-		l[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
+		l[wellknown.LabelService] = tj.Name
+		l[wellknown.LabelManagedBy] = wellknown.ManagedBy
 		for k, v := range extra {
 			l[k] = v
 		}

@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
 	"github.com/trellis-dev/trellis/internal/certsapi"
@@ -222,7 +222,7 @@ func (e *env) pod(namespace, name, sa, node, service string) *corev1.Pod {
 		Spec:       corev1.PodSpec{ServiceAccountName: sa, NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 	if service != "" {
-		p.Labels[v1alpha1.LabelService] = service
+		p.Labels[wellknown.LabelService] = service
 	}
 	p, err := e.c.CoreV1().Pods(namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
@@ -120,7 +120,7 @@ func TestIntegrationPodIdentity(t *testing.T) {
 		if life := leaf.NotAfter.Sub(time.Now()); life < 59*time.Minute || life > time.Hour {
 			t.Errorf("lifetime left %s, want about 1h", life)
 		}
-		fi, err := os.Stat(filepath.Join(webDir, v1alpha1.IdentityKeyFile)) // follows the symlinks
+		fi, err := os.Stat(filepath.Join(webDir, wellknown.IdentityKeyFile)) // follows the symlinks
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,8 +130,8 @@ func TestIntegrationPodIdentity(t *testing.T) {
 	})
 
 	t.Run("openssl verifies the chain", func(t *testing.T) {
-		cert := filepath.Join(webDir, v1alpha1.IdentityCertFile)
-		out, err := exec.Command("openssl", "verify", "-CAfile", filepath.Join(webDir, v1alpha1.IdentityBundleFile), "-untrusted", cert, cert).CombinedOutput()
+		cert := filepath.Join(webDir, wellknown.IdentityCertFile)
+		out, err := exec.Command("openssl", "verify", "-CAfile", filepath.Join(webDir, wellknown.IdentityBundleFile), "-untrusted", cert, cert).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), ": OK") {
 			t.Fatalf("openssl verify: %v\n%s", err, out)
 		}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 // PodMetadata answers Lookup from one node-scoped pod informer: no API
@@ -43,7 +43,7 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 	set := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			m.mu.Lock()
-			m.pods[string(p.UID)] = podMeta{service: p.Labels[v1alpha1.LabelService], env: p.Annotations[v1alpha1.AnnotationDiscoveryEnv], labels: p.Labels}
+			m.pods[string(p.UID)] = podMeta{service: p.Labels[wellknown.LabelService], env: p.Annotations[wellknown.AnnotationDiscoveryEnv], labels: p.Labels}
 			m.mu.Unlock()
 		}
 	}

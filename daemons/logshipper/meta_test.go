@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -24,8 +24,8 @@ func TestIntegrationEnrichment(t *testing.T) {
 	defer cancel()
 	mk := func(name, node string) *corev1.Pod {
 		p, err := cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{v1alpha1.LabelService: "web", "team": "payments"},
-				Annotations: map[string]string{v1alpha1.AnnotationDiscoveryEnv: "prod"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{wellknown.LabelService: "web", "team": "payments"},
+				Annotations: map[string]string{wellknown.AnnotationDiscoveryEnv: "prod"}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {

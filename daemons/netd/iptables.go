@@ -13,7 +13,7 @@ const (
 	chainForward = "TRELLIS-FORWARD"
 	chainMasq    = "TRELLIS-MASQ"
 	// MetadataIP is the cloud instance-metadata address pods may not reach
-	// unless allowed (v1alpha1.AnnotationMetadataAccess).
+	// unless allowed (wellknown.AnnotationMetadataAccess).
 	MetadataIP = "169.254.169.254"
 )
 

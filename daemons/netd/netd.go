@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
@@ -204,7 +204,7 @@ func (d *Daemon) Reconcile() error {
 		var allowed []string
 		for _, obj := range d.pods.GetStore().List() {
 			p := obj.(*corev1.Pod)
-			if p.Annotations[v1alpha1.AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
+			if p.Annotations[wellknown.AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
 				allowed = append(allowed, p.Status.PodIP)
 			}
 		}

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -350,7 +350,7 @@ func TestIntegrationPodTrafficMasqueradeAndMetadata(t *testing.T) {
 	if got := source(t, p1, MetadataIP+":80", seen); got != "" {
 		t.Errorf("the pod reached the metadata address (as %q)", got)
 	}
-	pod.Annotations = map[string]string{v1alpha1.AnnotationMetadataAccess: "allow"}
+	pod.Annotations = map[string]string{wellknown.AnnotationMetadataAccess: "allow"}
 	if _, err := cp.Client.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

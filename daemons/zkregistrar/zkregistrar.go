@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
@@ -123,14 +123,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 // The first declared port is the service endpoint; every named port is an
 // additional endpoint.
 func Registrations(p *corev1.Pod) map[string]serverset.Registration {
-	svc := p.Annotations[v1alpha1.AnnotationDiscoveryService]
-	env := p.Annotations[v1alpha1.AnnotationDiscoveryEnv]
-	ports := p.Annotations[v1alpha1.AnnotationDiscoveryPorts]
+	svc := p.Annotations[wellknown.AnnotationDiscoveryService]
+	env := p.Annotations[wellknown.AnnotationDiscoveryEnv]
+	ports := p.Annotations[wellknown.AnnotationDiscoveryPorts]
 	if svc == "" || env == "" || ports == "" || !Serving(p) {
 		return nil
 	}
 	var shard *int
-	if s, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationDiscoveryShard]); err == nil {
+	if s, err := strconv.Atoi(p.Annotations[wellknown.AnnotationDiscoveryShard]); err == nil {
 		shard = &s
 	}
 	named := map[string]serverset.Endpoint{}

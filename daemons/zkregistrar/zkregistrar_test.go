@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
@@ -21,7 +21,7 @@ import (
 func pod(name, node, ip string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{
-			v1alpha1.AnnotationDiscoveryService: "web", v1alpha1.AnnotationDiscoveryEnv: "prod", v1alpha1.AnnotationDiscoveryPorts: "http:8080,admin:9090",
+			wellknown.AnnotationDiscoveryService: "web", wellknown.AnnotationDiscoveryEnv: "prod", wellknown.AnnotationDiscoveryPorts: "http:8080,admin:9090",
 		}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
@@ -145,7 +145,7 @@ func TestIntegrationNodeRegistrar(t *testing.T) {
 func TestRegistrations(t *testing.T) {
 	p := pod("x", "n", "")
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.9.9.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	p.Annotations[v1alpha1.AnnotationDiscoveryShard] = "3"
+	p.Annotations[wellknown.AnnotationDiscoveryShard] = "3"
 	regs := Registrations(p)
 	r, ok := regs["default/x"]
 	if len(regs) != 1 || !ok {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 // Name of the ResourceQuota Trellis manages in each namespace.
@@ -36,7 +36,7 @@ func Apply(ctx context.Context, c kubernetes.Interface, plan Plan) ([]string, er
 		}
 		rq := &corev1.ResourceQuota{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
-			ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "trellis-quota"}},
+			ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: ns, Labels: map[string]string{wellknown.LabelManagedBy: "trellis-quota"}},
 			Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 		}
 		b, err := json.Marshal(rq)

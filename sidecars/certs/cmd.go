@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 // Main is the trellis-cert command: "run" (the sidecar), "once" (obtain a
@@ -28,9 +28,9 @@ func Main(args []string, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("trellis-cert "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("agent-socket", v1alpha1.PathCertAgent+"/"+v1alpha1.CertAgentSocket, "the node agent's Unix socket")
-	dir := fs.String("out", v1alpha1.PathIdentity, "directory for key.pem, cert.pem and bundle.pem")
-	checkDir := fs.String("dir", v1alpha1.PathIdentity, "directory to check (check)")
+	socket := fs.String("agent-socket", wellknown.PathCertAgent+"/"+wellknown.CertAgentSocket, "the node agent's Unix socket")
+	dir := fs.String("out", wellknown.PathIdentity, "directory for key.pem, cert.pem and bundle.pem")
+	checkDir := fs.String("dir", wellknown.PathIdentity, "directory to check (check)")
 	refresh := fs.Duration("bundle-refresh", time.Minute, "how often to refetch the trust bundle between renewals")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long (once)")
 	if err := fs.Parse(args[1:]); err != nil {

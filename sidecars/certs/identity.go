@@ -12,7 +12,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -42,36 +42,36 @@ func Load(dir string) (*Identity, error) {
 }
 
 func loadFrom(dir string) (*Identity, error) {
-	keyPEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityKeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityKeyFile))
 	if err != nil {
 		return nil, err
 	}
 	key, err := pki.ParseKey(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityKeyFile, err)
+		return nil, fmt.Errorf("%s: %w", wellknown.IdentityKeyFile, err)
 	}
-	certPEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityCertFile))
+	certPEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityCertFile))
 	if err != nil {
 		return nil, err
 	}
 	chain, err := pki.ParseCerts(certPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityCertFile, err)
+		return nil, fmt.Errorf("%s: %w", wellknown.IdentityCertFile, err)
 	}
-	bundlePEM, err := os.ReadFile(filepath.Join(dir, v1alpha1.IdentityBundleFile))
+	bundlePEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityBundleFile))
 	if err != nil {
 		return nil, err
 	}
 	roots, err := pki.ParseCerts(bundlePEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityBundleFile, err)
+		return nil, fmt.Errorf("%s: %w", wellknown.IdentityBundleFile, err)
 	}
 	if len(chain[0].URIs) != 1 {
-		return nil, fmt.Errorf("%s: want one URI SAN, got %d", v1alpha1.IdentityCertFile, len(chain[0].URIs))
+		return nil, fmt.Errorf("%s: want one URI SAN, got %d", wellknown.IdentityCertFile, len(chain[0].URIs))
 	}
 	id, err := spiffeid.FromURI(chain[0].URIs[0])
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", v1alpha1.IdentityCertFile, err)
+		return nil, fmt.Errorf("%s: %w", wellknown.IdentityCertFile, err)
 	}
 	return &Identity{Key: key, Chain: chain, Roots: roots, ID: id}, nil
 }

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/certsapi"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
@@ -176,8 +176,8 @@ func (s *Sidecar) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: resp.Chain, v1alpha1.IdentityBundleFile: resp.Bundle},
-		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{wellknown.IdentityKeyFile: keyPEM, wellknown.IdentityCertFile: resp.Chain, wellknown.IdentityBundleFile: resp.Bundle},
+		map[string]os.FileMode{wellknown.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.notAfter, s.bundle = chain[0].NotAfter, resp.Bundle
@@ -204,8 +204,8 @@ func (s *Sidecar) refreshBundle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{v1alpha1.IdentityKeyFile: keyPEM, v1alpha1.IdentityCertFile: pki.EncodeCerts(cur.Chain...), v1alpha1.IdentityBundleFile: b},
-		map[string]os.FileMode{v1alpha1.IdentityKeyFile: 0o600}); err != nil {
+	if err := WriteAtomic(s.cfg.Dir, map[string][]byte{wellknown.IdentityKeyFile: keyPEM, wellknown.IdentityCertFile: pki.EncodeCerts(cur.Chain...), wellknown.IdentityBundleFile: b},
+		map[string]os.FileMode{wellknown.IdentityKeyFile: 0o600}); err != nil {
 		return err
 	}
 	s.bundle = b

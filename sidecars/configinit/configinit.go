@@ -13,14 +13,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // Expanded reports whether a variable name is expanded from the
 // environment: the identity variables the controller injects.
 func Expanded(name string) bool {
-	return strings.HasPrefix(name, v1alpha1.EnvPrefix) || strings.HasPrefix(name, "POD_")
+	return strings.HasPrefix(name, wellknown.EnvPrefix) || strings.HasPrefix(name, "POD_")
 }
 
 // ref is a ${NAME} reference; nothing else ($NAME, $$) is touched.

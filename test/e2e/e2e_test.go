@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
@@ -213,7 +214,7 @@ func TestWorkloadRuntime(t *testing.T) {
 				t.Errorf("container %s has no requests/limits: %v", c.Name, c.Resources)
 			}
 		}
-		for _, want := range []string{v1alpha1.ContainerConfigInit, v1alpha1.ContainerCert, v1alpha1.ContainerTraffic, "hello"} {
+		for _, want := range []string{wellknown.ContainerConfigInit, wellknown.ContainerCert, wellknown.ContainerTraffic, "hello"} {
 			if !slices.Contains(names, want) {
 				t.Errorf("pod containers %v: %s missing", names, want)
 			}
@@ -306,7 +307,7 @@ func runningPod(t *testing.T, ns, svc string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
 	eventually(t, "a Ready pod of "+svc, 3*time.Minute, func() (bool, string) {
-		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.LabelWorkload + "=" + svc})
+		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: wellknown.LabelWorkload + "=" + svc})
 		if err != nil {
 			return false, err.Error()
 		}

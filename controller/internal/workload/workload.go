@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/internal/apply"
 )
@@ -112,8 +113,8 @@ func PatchStatus(ctx context.Context, c client.Client, obj client.Object, curren
 // owns and controls, labelled for selection and for the cache.
 func OwnedMeta(owner metav1.Object, kind, name, service string) metav1.ObjectMeta {
 	labels := inject.SelectorLabels(kind, owner.GetName())
-	labels[v1alpha1.LabelService] = service
-	labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedBy
+	labels[wellknown.LabelService] = service
+	labels[wellknown.LabelManagedBy] = wellknown.ManagedBy
 	return metav1.ObjectMeta{
 		Name: name, Namespace: owner.GetNamespace(), Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1alpha1.GroupVersion.WithKind(kind))},

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 )
 
 const (
@@ -111,7 +111,7 @@ func (is *Issuer) publish(ctx context.Context, client kubernetes.Interface, stor
 		return err
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: BundleConfigMap, Namespace: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "trellis-cert-issuer"}},
+		ObjectMeta: metav1.ObjectMeta{Name: BundleConfigMap, Namespace: ns, Labels: map[string]string{wellknown.LabelManagedBy: "trellis-cert-issuer"}},
 		Data:       map[string]string{BundleKey: bundle},
 	}
 	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})

@@ -32,7 +32,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/certsapi"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
@@ -253,7 +253,7 @@ func (is *Issuer) Identity(pod *corev1.Pod) (spiffeid.ID, []string, error) {
 		return spiffeid.ID{}, nil, err
 	}
 	var dns []string
-	if svc := pod.Labels[v1alpha1.LabelService]; svc != "" {
+	if svc := pod.Labels[wellknown.LabelService]; svc != "" {
 		dns = append(dns, fmt.Sprintf("%s.%s.svc.%s", svc, pod.Namespace, is.cfg.ClusterDomain))
 	}
 	return id, dns, nil

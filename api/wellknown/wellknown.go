@@ -1,9 +1,4 @@
-package v1alpha1
-
-// The well-known names of the platform runtime: what the controller puts on
-// and into pods, and what the node daemons, the sidecars and the workloads
-// read back. They are the contract between those parts, so they live here,
-// below all of them.
+package wellknown
 
 // Labels on workload pods (and the objects bundled for them).
 const (
