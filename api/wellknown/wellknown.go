@@ -28,7 +28,7 @@ const (
 
 	// The discovery annotations: the ZooKeeper registrar registers a pod
 	// carrying them in the serverset of its service and env; ports lists
-	// name:port, the first being the service endpoint.
+	// name:port, the first being the service endpoint (see ParsePorts).
 	AnnotationDiscoveryService = "discovery.trellis.dev/service"
 	AnnotationDiscoveryEnv     = "discovery.trellis.dev/env"
 	AnnotationDiscoveryPorts   = "discovery.trellis.dev/ports"

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,22 +42,18 @@ func run() error {
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "traffic", "service", *service)
 
-	named := map[string]serverset.Endpoint{}
-	var first string
-	for _, np := range strings.Split(*ports, ",") {
-		name, p, ok := strings.Cut(np, ":")
-		n, err := strconv.Atoi(p)
-		if !ok || err != nil {
-			return fmt.Errorf("bad --ports entry %q", np)
-		}
-		named[name] = serverset.Endpoint{Host: *host, Port: n}
-		if first == "" {
-			first = name
-		}
-	}
-	if first == "" {
+	if *ports == "" {
 		return fmt.Errorf("--ports is required")
 	}
+	parsed, err := wellknown.ParsePorts(*ports)
+	if err != nil {
+		return fmt.Errorf("bad --ports: %w", err)
+	}
+	named := make(map[string]serverset.Endpoint, len(parsed))
+	for _, p := range parsed {
+		named[p.Name] = serverset.Endpoint{Host: *host, Port: p.Port}
+	}
+	first := parsed[0].Name
 	var c traffic.Check
 	switch {
 	case strings.HasPrefix(*check, "http://"), strings.HasPrefix(*check, "https://"):

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,10 +89,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		want := map[string]serverset.Registration{}
 		for _, o := range inf.GetStore().List() {
 			p := o.(*corev1.Pod)
-			if regs := Registrations(p); regs != nil {
-				for k, r := range regs {
-					want[k] = r
-				}
+			regs, err := Registrations(p)
+			if err != nil {
+				d.log.Warn("not registering pod", "pod", p.Namespace+"/"+p.Name, "err", err)
+			}
+			for k, r := range regs {
+				want[k] = r
 			}
 		}
 		for k, r := range want {
@@ -121,35 +122,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 // Registrations are the serverset members a pod should have now: one while
 // it is Ready and not terminating, none otherwise, keyed <namespace>/<pod>.
 // The first declared port is the service endpoint; every named port is an
-// additional endpoint.
-func Registrations(p *corev1.Pod) map[string]serverset.Registration {
+// additional endpoint. A pod whose ports annotation does not parse is not
+// registered, and the error says why.
+func Registrations(p *corev1.Pod) (map[string]serverset.Registration, error) {
 	svc := p.Annotations[wellknown.AnnotationDiscoveryService]
 	env := p.Annotations[wellknown.AnnotationDiscoveryEnv]
 	ports := p.Annotations[wellknown.AnnotationDiscoveryPorts]
 	if svc == "" || env == "" || ports == "" || !Serving(p) {
-		return nil
+		return nil, nil
+	}
+	parsed, err := wellknown.ParsePorts(ports)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse annotation %s: %w", wellknown.AnnotationDiscoveryPorts, err)
 	}
 	var shard *int
 	if s, err := strconv.Atoi(p.Annotations[wellknown.AnnotationDiscoveryShard]); err == nil {
 		shard = &s
 	}
-	named := map[string]serverset.Endpoint{}
-	var order []string
-	for _, np := range strings.Split(ports, ",") {
-		name, port, ok := strings.Cut(np, ":")
-		n, err := strconv.Atoi(port)
-		if !ok || err != nil || n <= 0 {
-			continue
-		}
-		named[name] = serverset.Endpoint{Host: p.Status.PodIP, Port: n}
-		order = append(order, name)
-	}
-	if len(order) == 0 {
-		return nil
+	named := make(map[string]serverset.Endpoint, len(parsed))
+	for _, port := range parsed {
+		named[port.Name] = serverset.Endpoint{Host: p.Status.PodIP, Port: port.Port}
 	}
 	return map[string]serverset.Registration{p.Namespace + "/" + p.Name: {Service: svc, Env: env, Member: serverset.Member{
-		ServiceEndpoint: named[order[0]], AdditionalEndpoints: named, Status: serverset.StatusAlive, Shard: shard,
-	}}}
+		ServiceEndpoint: named[parsed[0].Name], AdditionalEndpoints: named, Status: serverset.StatusAlive, Shard: shard,
+	}}}, nil
 }
 
 // Serving reports whether a pod should receive traffic: Ready, with an IP,

@@ -146,7 +146,10 @@ func TestRegistrations(t *testing.T) {
 	p := pod("x", "n", "")
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.9.9.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	p.Annotations[wellknown.AnnotationDiscoveryShard] = "3"
-	regs := Registrations(p)
+	regs, err := Registrations(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, ok := regs["default/x"]
 	if len(regs) != 1 || !ok {
 		t.Fatalf("want one registration keyed default/x, got %v", regs)
@@ -155,9 +158,17 @@ func TestRegistrations(t *testing.T) {
 	if m.ServiceEndpoint.Port != 8080 || m.AdditionalEndpoints["admin"].Port != 9090 || m.Shard == nil || *m.Shard != 3 {
 		t.Errorf("member %+v", m)
 	}
+
+	// A bad first port does not make the second the service endpoint.
+	bad := p.DeepCopy()
+	bad.Annotations[wellknown.AnnotationDiscoveryPorts] = "http:80x,admin:9090"
+	if regs, err := Registrations(bad); regs != nil || err == nil {
+		t.Errorf("bad ports annotation: registrations %v, error %v; want none and an error", regs, err)
+	}
+
 	now := metav1.Now()
 	p.DeletionTimestamp = &now
-	if Registrations(p) != nil {
-		t.Error("a terminating pod is registered")
+	if regs, err := Registrations(p); regs != nil || err != nil {
+		t.Errorf("a terminating pod: registrations %v, error %v; want none", regs, err)
 	}
 }
