@@ -3,8 +3,11 @@ package awsemu_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 
@@ -60,5 +63,18 @@ func TestIntegrationEmulator(t *testing.T) {
 	}
 	if _, err := seed.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}}); err == nil {
 		t.Errorf("image %s survived a reset", id)
+	}
+}
+
+// Launcher fix 7: terminating an instance no group holds is a
+// ValidationError (the rollout treats it as done), not HTTP 500.
+func TestIntegrationTerminateUnknownInstance(t *testing.T) {
+	s := awsemutest.Start(t)
+	c := awsemu.NewClients(s.URL, "us-east-1")
+	_, err := c.ASG.TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String("i-0123456789abcdef0"), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "ValidationError" || !strings.Contains(api.ErrorMessage(), "not found") {
+		t.Fatalf("terminate of an unknown instance: %v, want ValidationError ... not found", err)
 	}
 }

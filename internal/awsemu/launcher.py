@@ -10,7 +10,9 @@
   an ASG launching from such a version fails with AssertionError/HTTP 500).
 5 ASG launches spread over VPCZoneIdentifier's subnets (moto: all in the first).
 6 RegisterImage keeps Architecture, RootDeviceName and VirtualizationType (moto: drops them, so
-  kops refuses every instance type: "machine type architecture x86_64 does not match image architecture \"\"")."""
+  kops refuses every instance type: "machine type architecture x86_64 does not match image architecture \"\"").
+7 TerminateInstanceInAutoScalingGroup of an instance no group holds: ValidationError, as AWS
+  answers (moto: StopIteration/HTTP 500, so a rollout resumed after a kill could not retry a terminate)."""
 import copy, sys
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
@@ -29,6 +31,13 @@ def _known(orig):
         return orig(self, group_name)
     return f
 B.describe_warm_pool, B.delete_warm_pool = _known(B.describe_warm_pool), _known(B.delete_warm_pool)
+
+_terminate = B.terminate_instance                                             # 7
+def terminate_instance(self, instance_id, should_decrement):
+    if not any(st.instance.id == instance_id for g in self.autoscaling_groups.values() for st in g.instance_states):
+        raise ValidationError(f"Instance Id not found - No managed instance found for instance ID: {instance_id}")
+    return _terminate(self, instance_id, should_decrement)
+B.terminate_instance = terminate_instance
 
 _modify_subnet = Subnets.modify_subnet_attribute                              # 2
 def modify_subnet_attribute(self):
