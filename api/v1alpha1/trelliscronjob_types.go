@@ -60,7 +60,3 @@ type TrellisCronJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisCronJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisCronJob{}, &TrellisCronJobList{})
-}

@@ -50,7 +50,3 @@ type TrellisDaemonList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisDaemon `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisDaemon{}, &TrellisDaemonList{})
-}

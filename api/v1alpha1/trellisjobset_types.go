@@ -74,7 +74,3 @@ type TrellisJobSetList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisJobSet `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisJobSet{}, &TrellisJobSetList{})
-}

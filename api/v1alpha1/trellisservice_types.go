@@ -84,7 +84,3 @@ type TrellisServiceList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisService `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisService{}, &TrellisServiceList{})
-}

@@ -62,7 +62,3 @@ type TrellisStatefulSetList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisStatefulSet `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisStatefulSet{}, &TrellisStatefulSetList{})
-}

@@ -95,7 +95,3 @@ type TrellisTrainingJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TrellisTrainingJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrellisTrainingJob{}, &TrellisTrainingJobList{})
-}
