@@ -42,7 +42,9 @@ func TestIntegrationLeaderElection(t *testing.T) {
 	defer func() {
 		for _, m := range []*member{a, b} {
 			m.cancel()
-			<-m.done
+			if err := <-m.done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
 		}
 	}()
 	var leader, standby *member
@@ -70,7 +72,9 @@ func TestIntegrationLeaderElection(t *testing.T) {
 
 	// The leader stops; the standby takes over and reconciles.
 	leader.cancel()
-	<-leader.done
+	if err := <-leader.done; err != nil {
+		t.Errorf("the stopped leader: %v", err)
+	}
 	leader.done <- nil // for the deferred cleanup
 	select {
 	case <-standby.elected:

@@ -95,7 +95,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	cpt := def.ClusterDefinition.ControlPlane
+	cpt := def.ControlPlane
 	apiFlags := []string{
 		fmt.Sprintf("--max-requests-inflight=%d", cpt.APIServer.MaxRequestsInflight),
 		fmt.Sprintf("--max-mutating-requests-inflight=%d", cpt.APIServer.MaxMutatingRequestsInflight),
@@ -118,7 +118,7 @@ func run(o options) error {
 	}
 	defer cp.Stop()
 	fmt.Printf("control plane %s with %s's tuning: %s; controller-manager and scheduler QPS %d/%d\n",
-		controlplane.KubernetesVersion, def.ClusterDefinition.Name, strings.Join(apiFlags, " "), cpt.ControllerManager.QPS, cpt.Scheduler.QPS)
+		controlplane.KubernetesVersion, def.Name, strings.Join(apiFlags, " "), cpt.ControllerManager.QPS, cpt.Scheduler.QPS)
 	pids := cp.PIDs()
 	if out, err := cp.Kubectl(ctx, "apply", "--server-side", "-f", "config/crd/"); err != nil {
 		return fmt.Errorf("install CRDs: %v: %s", err, out)
@@ -620,5 +620,5 @@ func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definit
 		_, err = a.Apply(ctx, []addons.Rendered{r})
 		return err
 	}
-	return fmt.Errorf("addon %s is not in %s's bundle", name, def.ClusterDefinition.Name)
+	return fmt.Errorf("addon %s is not in %s's bundle", name, def.Name)
 }

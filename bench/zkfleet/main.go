@@ -60,15 +60,15 @@ func run(nSessions, nMembers, nServices, nServers int) error {
 		}
 		return n
 	}
-	waitCount := func(want int, timeout time.Duration) (time.Duration, error) {
+	waitCount := func(want int, timeout time.Duration) error {
 		start := time.Now()
 		for time.Since(start) < timeout {
 			if count() == want {
-				return time.Since(start), nil
+				return nil
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		return 0, fmt.Errorf("serversets hold %d members after %s, want %d", count(), timeout, want)
+		return fmt.Errorf("serversets hold %d members after %s, want %d", count(), timeout, want)
 	}
 	// Serversets are long-lived: their parents exist before pods come and
 	// go, so the transactions counted below are member writes and sessions.
@@ -113,11 +113,10 @@ func run(nSessions, nMembers, nServices, nServers int) error {
 			return err
 		}
 	}
-	register, err := waitCount(nMembers, 10*time.Minute)
-	if err != nil {
+	if err := waitCount(nMembers, 10*time.Minute); err != nil {
 		return err
 	}
-	register = time.Since(start)
+	register := time.Since(start)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 
@@ -126,7 +125,7 @@ func run(nSessions, nMembers, nServices, nServers int) error {
 	for j := range nMembers {
 		regs[j%nSessions].Remove(fmt.Sprintf("default/pod-%d", j))
 	}
-	if _, err := waitCount(0, 10*time.Minute); err != nil {
+	if err := waitCount(0, 10*time.Minute); err != nil {
 		return err
 	}
 	deregister := time.Since(start)

@@ -3,7 +3,9 @@ package definition
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,11 +81,11 @@ func loadTree(path string, depth int) (*tree, []string, error) {
 	}
 	bt, bfiles, err := loadTree(basePath, depth+1)
 	if err != nil {
-		var es Errors
-		if os.IsNotExist(unwrapPath(err)) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, Errors{{Source: t.source(b), Field: "base", Message: fmt.Sprintf("base %q not found", b.Value)}}
 		}
-		if asErrors(err, &es) {
+		var es Errors
+		if errors.As(err, &es) {
 			return nil, nil, es
 		}
 		return nil, nil, err
@@ -158,26 +160,4 @@ func (l *Loaded) Source(path string) string {
 		return s.String()
 	}
 	return l.File
-}
-
-func unwrapPath(err error) error {
-	for {
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return err
-		}
-		next := u.Unwrap()
-		if next == nil {
-			return err
-		}
-		err = next
-	}
-}
-
-func asErrors(err error, es *Errors) bool {
-	e, ok := err.(Errors)
-	if ok {
-		*es = e
-	}
-	return ok
 }

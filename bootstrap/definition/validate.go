@@ -226,7 +226,7 @@ func validateNetwork(d *ClusterDefinition) field.ErrorList {
 			if !ok {
 				continue
 			}
-			if vpcOK && !(vpc.Contains(pfx.Addr()) && pfx.Bits() >= vpc.Bits()) {
+			if vpcOK && (!vpc.Contains(pfx.Addr()) || pfx.Bits() < vpc.Bits()) {
 				errs = append(errs, field.Invalid(p.Child(kind.name), kind.cidr, fmt.Sprintf("subnet is outside the VPC %s", vpc)))
 			}
 			subnets = append(subnets, namedPrefix{p.Child(kind.name), pfx})

@@ -303,7 +303,8 @@ func (m *ec2Fixes) TerminateInstances(ctx context.Context, in *ec2.TerminateInst
 		o, err := m.EC2API.TerminateInstances(ctx, &c, optFns...)
 		// The shim only knows instances in a group: one detached from its
 		// group (kops's surge) is "not found" there, yet AWS terminates it.
-		if err != nil && !(known[id] && strings.Contains(err.Error(), "not found")) {
+		detached := err != nil && known[id] && strings.Contains(err.Error(), "not found")
+		if err != nil && !detached {
 			return nil, err
 		}
 		if o != nil {
@@ -328,7 +329,7 @@ func (c *Cloud) Instances() map[string]bool {
 
 // LaunchTemplateVersion returns the current version of a launch template.
 func (c *Cloud) LaunchTemplateVersion(id string) int64 {
-	shim := c.MockAWSCloud.MockEC2
+	shim := c.MockEC2
 	out, err := shim.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
 	if err != nil || len(out.LaunchTemplates) == 0 {
 		return 0
@@ -394,7 +395,7 @@ func (m elbv2Fixes) CreateTargetGroup(ctx context.Context, in *elbv2.CreateTarge
 		return out, err
 	}
 	arn := out.TargetGroups[0].TargetGroupArn
-	if _, err := m.MockELBV2.ModifyTargetGroup(ctx, &elbv2.ModifyTargetGroupInput{
+	if _, err := m.ModifyTargetGroup(ctx, &elbv2.ModifyTargetGroupInput{
 		TargetGroupArn:      arn,
 		HealthCheckProtocol: in.HealthCheckProtocol,
 		HealthCheckPath:     in.HealthCheckPath,

@@ -264,7 +264,10 @@ func TestIntegrationKillAndKafkaOutage(t *testing.T) {
 		for _, l := range lost {
 			var c string
 			var n int
-			fmt.Sscanf(l, "%s seq %d", &c, &n)
+			if _, err := fmt.Sscanf(l, "%s seq %d", &c, &n); err != nil {
+				t.Errorf("lost line %q is not <container> seq <n>: %v", l, err)
+				continue
+			}
 			r, ok := ranges[c]
 			if !ok {
 				r = [2]int{n, n}

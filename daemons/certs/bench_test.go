@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -27,9 +28,16 @@ import (
 // loop: a slow answer does not delay the next request) for a duration, and
 // prints the latencies as JSON milliseconds.
 func load(socket, rateS, durS string) int {
-	var rate int
-	fmt.Sscan(rateS, &rate)
-	dur, _ := time.ParseDuration(durS)
+	rate, err := strconv.Atoi(rateS)
+	if err != nil || rate <= 0 {
+		fmt.Fprintf(os.Stderr, "load: rate %q is not a positive number\n", rateS)
+		return 2
+	}
+	dur, err := time.ParseDuration(durS)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "load: %v\n", err)
+		return 2
+	}
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	}}}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,7 +62,11 @@ func TestMain(m *testing.M) {
 func call(socket string, args []string) int {
 	n := 1
 	if len(args) > 0 {
-		fmt.Sscan(args[0], &n)
+		var err error
+		if n, err = strconv.Atoi(args[0]); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
 	}
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -345,11 +350,7 @@ func (e *env) callAs(uid types.UID, socket string, n int) []string {
 	if err != nil {
 		e.t.Fatalf("caller: %v\n%s", err, out)
 	}
-	var codes []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		codes = append(codes, l)
-	}
-	return codes
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 func removeCgroups(root string) {

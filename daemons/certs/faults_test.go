@@ -27,14 +27,26 @@ import (
 // delayedLW delivers watch events late: an agent whose cache lags the
 // apiserver, as it does for a pod that started a moment ago.
 type delayedLW struct {
-	lw    cache.ListerWatcher
+	lw    cache.ListerWatcherWithContext
 	delay time.Duration
 }
 
-func (d delayedLW) List(o metav1.ListOptions) (runtime.Object, error) { return d.lw.List(o) }
+// List and Watch complete cache.ListerWatcher, which the informer takes; its
+// reflector calls the context-aware methods.
+func (d delayedLW) List(o metav1.ListOptions) (runtime.Object, error) {
+	return d.ListWithContext(context.Background(), o)
+}
 
 func (d delayedLW) Watch(o metav1.ListOptions) (watch.Interface, error) {
-	w, err := d.lw.Watch(o)
+	return d.WatchWithContext(context.Background(), o)
+}
+
+func (d delayedLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	return d.lw.ListWithContext(ctx, o)
+}
+
+func (d delayedLW) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := d.lw.WatchWithContext(ctx, o)
 	if err != nil {
 		return nil, err
 	}

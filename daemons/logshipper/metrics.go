@@ -11,7 +11,6 @@ type Metrics struct {
 	truncations, truncated         prometheus.Counter
 	malformed, abandoned           prometheus.Counter
 	lag                            *prometheus.GaugeVec
-	checkpointAge                  prometheus.GaugeFunc
 	collectors                     []prometheus.Collector
 }
 

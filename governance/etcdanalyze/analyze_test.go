@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -130,7 +131,7 @@ func TestIntegrationAnalyzeSnapshot(t *testing.T) {
 	}
 	d := xml.NewDecoder(bytes.NewReader(svg.Bytes()))
 	for {
-		if _, err := d.Token(); err == io.EOF {
+		if _, err := d.Token(); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatalf("the SVG is not well-formed XML: %v", err)

@@ -27,7 +27,12 @@ func startRegistrar(t *testing.T, servers []string, timeout time.Duration) (*Reg
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("registrar: %v", err)
+		}
+	})
 	return r, cancel, done
 }
 
@@ -140,8 +145,10 @@ print(json.dumps(sorted(out))); zk.stop()`
 	}
 	// Shutting down deregisters at once, not after the session timeout.
 	cancel()
-	<-done
-	done <- nil
+	if err := <-done; err != nil {
+		t.Errorf("registrar: %v", err)
+	}
+	done <- nil // for the cleanup
 	if got := members(t, zks.Addrs(), dir); len(got) != 0 {
 		t.Errorf("after shutdown: %v", got)
 	}
@@ -258,7 +265,12 @@ func TestIntegrationCreateRateLimit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("registrar: %v", err)
+		}
+	})
 
 	const n = 45
 	start := time.Now()

@@ -124,7 +124,7 @@ func setup(t *testing.T, k Kind[cronJob], objs ...client.Object) *harness {
 	return h
 }
 
-func (h *harness) reconcile(t *testing.T) (reconcile.Result, error, *v1alpha1.TrellisCronJob) {
+func (h *harness) reconcile(t *testing.T) (*v1alpha1.TrellisCronJob, reconcile.Result, error) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: "default", Name: "nightly"}
 	res, err := h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
@@ -132,7 +132,7 @@ func (h *harness) reconcile(t *testing.T) (reconcile.Result, error, *v1alpha1.Tr
 	if gerr := h.c.Get(context.Background(), key, got); gerr != nil {
 		t.Fatal(gerr)
 	}
-	return res, err, got
+	return got, res, err
 }
 
 func condition(t *testing.T, o *v1alpha1.TrellisCronJob, typ string) metav1.Condition {
@@ -146,14 +146,14 @@ func condition(t *testing.T, o *v1alpha1.TrellisCronJob, typ string) metav1.Cond
 
 func TestReconcileCreatesThenObserves(t *testing.T) {
 	h := setup(t, observed{})
-	res, err, got := h.reconcile(t)
+	got, res, err := h.reconcile(t)
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("creating pass: %v, %+v", err, res)
 	}
 	if got.Status.ObservedGeneration != 0 {
 		t.Errorf("creating pass wrote status %+v; the new objects' events bring the object back", got.Status)
 	}
-	res, err, got = h.reconcile(t)
+	got, res, err = h.reconcile(t)
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("observing pass: %v, %+v", err, res)
 	}
@@ -165,7 +165,7 @@ func TestReconcileCreatesThenObserves(t *testing.T) {
 
 func TestReconcileTranslationErrors(t *testing.T) {
 	h := setup(t, observed{base{err: fmt.Errorf("container lacks limits: %w", inject.ErrResourcesRequired)}})
-	res, err, got := h.reconcile(t)
+	got, res, err := h.reconcile(t)
 	if err != nil || res != (reconcile.Result{}) {
 		t.Fatalf("terminal error: %v, %+v", err, res)
 	}
@@ -179,14 +179,14 @@ func TestReconcileTranslationErrors(t *testing.T) {
 
 	boom := errors.New("boom")
 	h = setup(t, observed{base{err: boom}})
-	if _, err, got := h.reconcile(t); !errors.Is(err, boom) || len(got.Status.Conditions) != 0 || len(h.events.events) != 0 {
+	if got, _, err := h.reconcile(t); !errors.Is(err, boom) || len(got.Status.Conditions) != 0 || len(h.events.events) != 0 {
 		t.Errorf("retryable error: %v, %+v, %v", err, got.Status, h.events.events)
 	}
 }
 
 func TestReconcilePlanDone(t *testing.T) {
 	h := setup(t, planned{done: true})
-	res, err, got := h.reconcile(t)
+	got, res, err := h.reconcile(t)
 	if err != nil || res != (reconcile.Result{}) {
 		t.Fatalf("%v, %+v", err, res)
 	}
@@ -199,7 +199,7 @@ func TestReconcileStepsStopAtConflict(t *testing.T) {
 	taken := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "default"}}
 	var ran []string
 	h := setup(t, planned{steps: []string{"first", "taken", "after"}, ran: &ran}, taken)
-	res, err, got := h.reconcile(t)
+	got, res, err := h.reconcile(t)
 	if err != nil || res != (reconcile.Result{}) {
 		t.Fatalf("%v, %+v", err, res)
 	}
