@@ -13,13 +13,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/daemons/certs/agent"
 	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/sidecars/certs"
 )
@@ -84,7 +84,7 @@ func TestIntegrationStartupRaceAndRateLimit(t *testing.T) {
 	e := newEnv(t, time.Hour)
 	cfg := e.agentCfg
 	cfg.ListWatch = delayedLW{lw: cache.NewListWatchFromClient(e.c.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
-		fields.OneTermEqualSelector("spec.nodeName", "node-a")), delay: 1500 * time.Millisecond}
+		nodepods.Selector("node-a")), delay: 1500 * time.Millisecond}
 	cfg.AttestTimeout, cfg.PodRate, cfg.PodBurst = 5*time.Second, 1, 3
 	a, err := agent.New(cfg)
 	if err != nil {

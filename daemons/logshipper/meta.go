@@ -6,14 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 )
 
 // PodMetadata answers Lookup from one node-scoped pod informer: no API
@@ -36,10 +34,7 @@ type podMeta struct {
 
 // NewPodMetadata watches the pods of node.
 func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}))
-	m := &PodMetadata{informer: f.Core().V1().Pods().Informer(), keep: 10 * time.Minute, clock: clock.RealClock{}, pods: map[string]podMeta{}}
+	m := &PodMetadata{informer: nodepods.NewInformer(client, node), keep: 10 * time.Minute, clock: clock.RealClock{}, pods: map[string]podMeta{}}
 	set := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			m.mu.Lock()

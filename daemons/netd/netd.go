@@ -23,14 +23,13 @@ import (
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/fsync"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 )
 
 // RouteProtocol marks netd's routes (see /etc/iproute2/rt_protos).
@@ -104,10 +103,7 @@ func New(cfg Config) (*Daemon, error) {
 	f := informers.NewSharedInformerFactory(cfg.Client, 0)
 	d.nodes = f.Core().V1().Nodes().Informer()
 	// This node's pods: which may reach the metadata address.
-	pf := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	}))
-	d.pods = pf.Core().V1().Pods().Informer()
+	d.pods = nodepods.NewInformer(cfg.Client, cfg.NodeName)
 	poke := func(any) {
 		select {
 		case d.kick <- struct{}{}:

@@ -13,16 +13,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
@@ -59,11 +58,7 @@ func New(cfg Config) (*Daemon, error) {
 
 // Run watches the node's pods until ctx ends. The Registrar must be running.
 func (d *Daemon) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(d.cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", d.cfg.NodeName).String()
-		}))
-	inf := factory.Core().V1().Pods().Informer()
+	inf := nodepods.NewInformer(d.cfg.Client, d.cfg.NodeName)
 	kick := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -78,7 +73,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { inf.Run(ctx.Done()) })
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
@@ -111,7 +108,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			factory.Shutdown()
 			return nil
 		case <-kick:
 		case <-t.C:

@@ -21,15 +21,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/governance/quota"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 )
 
 // Client is a clientset named ua with client-go's rate limiter at qps.
@@ -49,7 +49,7 @@ type Agent func(ctx context.Context, node string, c kubernetes.Interface) error
 
 // NaiveAgent lists the node's pods from the apiserver every time.
 func NaiveAgent(ctx context.Context, node string, c kubernetes.Interface) error {
-	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	sel := nodepods.Selector(node).String()
 	for ctx.Err() == nil {
 		if _, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel}); err != nil {
 			return err
@@ -62,13 +62,14 @@ func NaiveAgent(ctx context.Context, node string, c kubernetes.Interface) error 
 // CachedAgent reads a node-scoped informer cache, as every Trellis daemon
 // does.
 func CachedAgent(ctx context.Context, node string, c kubernetes.Interface) error {
-	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}))
-	lister := f.Core().V1().Pods().Lister()
-	f.Start(ctx.Done())
-	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), f.Core().V1().Pods().Informer().HasSynced) {
+	inf := nodepods.NewInformer(c, node)
+	lister := corelisters.NewPodLister(inf.GetIndexer())
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: the informer has stopped when this returns
+	defer cancel()
+	wg.Go(func() { inf.Run(ctx.Done()) })
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
 	for ctx.Err() == nil {

@@ -24,16 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/daemons/certs/attest"
 	"github.com/trellis-dev/trellis/internal/certsapi"
+	"github.com/trellis-dev/trellis/internal/nodepods"
 )
 
 const uidIndex = "uid"
@@ -112,10 +110,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ListWatch != nil {
 		a.informer = cache.NewSharedIndexInformer(cfg.ListWatch, &corev1.Pod{}, 0, cache.Indexers{})
 	} else {
-		f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-		}))
-		a.informer = f.Core().V1().Pods().Informer()
+		a.informer = nodepods.NewInformer(cfg.Client, cfg.NodeName)
 	}
 	if err := a.informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
