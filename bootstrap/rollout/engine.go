@@ -457,7 +457,6 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 			return err
 		}
 		ready := 0
-		why = fmt.Sprintf("%d of %d new instances launched", 0, want)
 		var fresh []Instance
 		for _, in := range insts {
 			if in.Version == g.NewVersion && !slices.Contains(g.Old, in.ID) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -708,8 +709,10 @@ func TestIntegrationCanaryNeverReady(t *testing.T) {
 }
 
 func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(fmt.Sprintf("not a number: %q", s))
+	}
 	return n
 }
 

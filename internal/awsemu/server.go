@@ -192,8 +192,8 @@ func (s *Server) call(ctx context.Context, method, path string) error {
 func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-		s.done <- nil
+		err := <-s.done // the exit, kept for a second Stop
+		s.done <- err
 	}
 	if s.ownDir {
 		_ = os.RemoveAll(s.dir)
