@@ -114,7 +114,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	}
 	load.Flags().StringVarP(&file, "file", "f", "clusters/local.yaml", "local cluster definition")
 	load.Flags().StringVar(&kubeconfig, "kubeconfig", defaultKubeconfig(), "the cluster's kubeconfig")
-	cmd.AddCommand(nodeImage, upCmd, down, load)
+	cmd.AddCommand(nodeImage, upCmd, down, load, newAWSCommand(s))
 	return cmd
 }
 
