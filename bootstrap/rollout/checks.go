@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,10 @@ func CommandCheck(command string, timeout time.Duration) Check {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "sh", "-c", command)
 		cmd.Env = append(os.Environ(), "TRELLIS_NODE="+n.Name, "TRELLIS_NODE_IP="+nodeIP(n), "TRELLIS_PROVIDER_ID="+n.Spec.ProviderID)
+		// On timeout the whole process group goes, not only the shell.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = time.Second
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("check %q on %s: %w: %s", command, n.Name, err, strings.TrimSpace(string(out)))

@@ -145,6 +145,10 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		return nil, err
 	}
 	r.sem = make(chan struct{}, max(st.Budget, 1))
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() { defer close(renewed); r.renew(renewCtx) }()
+	defer func() { stopRenew(); <-renewed }()
 
 	var wg sync.WaitGroup
 	errs := make([]error, 0)
@@ -206,6 +210,27 @@ func (r *Roller) saveLocked(ctx context.Context) error {
 		return fmt.Errorf("failed to persist the rollout: %w", err)
 	}
 	return nil
+}
+
+// renew keeps the lock while a step takes long (a gate waiting for a node
+// to boot, a drain held by a PDB): every third of its TTL it saves the
+// state, taking in pause and abort requests as step does.
+func (r *Roller) renew(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.opts.Clock.After(r.opts.LockTTL / 3):
+		}
+		r.mu.Lock()
+		if stored, err := r.store.Load(ctx); err == nil && stored != nil && (stored.Status == StatusPaused || stored.Status == StatusAborting) {
+			r.state.Status = stored.Status
+		}
+		if err := r.saveLocked(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("failed to renew the rollout's lock", "err", err)
+		}
+		r.mu.Unlock()
+	}
 }
 
 // step persists progress and reports it; then it honours pause and abort

@@ -78,6 +78,7 @@ type rolloutOptions struct {
 	CommandChecks  []string
 	CheckTimeout   time.Duration
 	Validate       bool
+	LockTTL        time.Duration
 	Canary         bool
 	PauseCanary    bool
 	Budget         int
@@ -153,7 +154,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	}
 	awsCloud := &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}
 	opts := rollout.Options{
-		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout},
+		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout}, LockTTL: o.LockTTL,
 		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, progressLine(&st)) },
 	}
 	if o.DrainGrace >= 0 {
@@ -278,6 +279,7 @@ func (o *rolloutOptions) addRunFlags(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&o.CommandChecks, "check-command", nil, "gate: this shell command must exit 0 for each new node, run with TRELLIS_NODE, TRELLIS_NODE_IP, TRELLIS_PROVIDER_ID (repeatable)")
 	cmd.Flags().DurationVar(&o.CheckTimeout, "check-timeout", 30*time.Second, "timeout of one --check-http or --check-command attempt")
 	cmd.Flags().BoolVar(&o.Validate, "validate-cluster", false, "gate: every node Ready and every kube-system and trellis-system pod Ready")
+	cmd.Flags().DurationVar(&o.LockTTL, "lock-ttl", 5*time.Minute, "how long the rollout's lock outlives a run that stopped renewing it (another run takes over only after it)")
 }
 
 func newRequestCommand(s streams.Streams, verb string, status rollout.Status) *cobra.Command {

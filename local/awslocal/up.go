@@ -115,7 +115,13 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	if o.Ready != nil {
 		o.Ready(emu.URL)
 	}
-	return awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, Log: o.Log}).Run(ctx)
+	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, Log: o.Log})
+	err = r.Run(ctx)
+	// The instances go with the emulator: so do their nodes.
+	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	fmt.Fprintln(o.Out, "Stopping: removing the instance nodes")
+	return errors.Join(err, r.RemoveAll(cleanup))
 }
 
 // imageParameters are the SSM parameters behind def's images; a local AWS

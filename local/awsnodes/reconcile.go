@@ -75,6 +75,20 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
+// RemoveAll removes every instance node of the kind cluster: the
+// instances go with the emulator that held them.
+func (r *Reconciler) RemoveAll(ctx context.Context) error {
+	ctrs, err := containers(ctx, r.o.Kind)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range ctrs {
+		errs = append(errs, r.remove(ctx, c))
+	}
+	return errors.Join(errs...)
+}
+
 // Sync runs one pass: containers for new running instances (started in
 // wg), none for gone ones.
 func (r *Reconciler) Sync(ctx context.Context, wg *sync.WaitGroup) error {
