@@ -100,6 +100,17 @@ verify: $(CONTROLLER_GEN) lint ## Fail on lint findings, unformatted code, vet f
 local: tools build ## A two-node kind cluster wired like production (clusters/local.yaml), built offline
 	./hack/local.sh
 
+.PHONY: local-aws
+local-aws: local ## The production path locally: the AWS API emulator, clusters/local-aws created in it, its instances as nodes of the local cluster (runs until Ctrl-C)
+	./bin/trellis local aws -f clusters/local-aws.yaml --kubeconfig $(HOME)/.kube/trellis-local.kubeconfig
+
+E2E_AWS_KILLS ?= 20
+
+.PHONY: e2e-aws
+e2e-aws: tools build ## The node-backed AMI rollout in full: 3 instance nodes, the rollout killed with SIGKILL E2E_AWS_KILLS times (make e2e runs it with 1)
+	./hack/local-host.sh
+	E2E_AWS_KILLS=$(E2E_AWS_KILLS) $(GO) test -tags e2e -count=1 -v -timeout 120m -run TestAWSNodeRollout ./test/e2e/
+
 .PHONY: bench-scale
 bench-scale: tools build ## The 2,500-node / 35,000-pod scale test (kwok): QPS by client, mutating p99, memory, etcd size, _output/bench-scale/scale.png
 	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)

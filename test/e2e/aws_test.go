@@ -1,0 +1,303 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+)
+
+const (
+	awsDefinition = "clusters/local-aws.yaml"
+	awsState      = "s3://trellis-state/clusters"
+	awsCluster    = "local-aws.k8s.trellis.local"
+	instanceLabel = "trellis.dev/instance-id"
+	imageLabel    = "trellis.dev/image"
+	awsNodes      = 3 // clusters/local-aws.yaml: general 2, batch 1
+)
+
+// TestAWSNodeRollout is the production path on real kubelets: `trellis
+// local aws` creates clusters/local-aws in the AWS API emulator and makes
+// its instances nodes of the local cluster; `trellis ami rollout --yes`
+// replaces them with a new image while an independent watcher samples the
+// service's Ready pods against its PDB, and the rollout process is killed
+// with SIGKILL at seeded random moments (E2E_AWS_KILLS, default 1) and
+// started again each time.
+func TestAWSNodeRollout(t *testing.T) {
+	ctx := context.Background()
+	emulator, env := startLocalAWS(t)
+	old := awaitInstanceNodes(t, awsNodes, "")
+	t.Logf("instance nodes Ready with the runtime: %v", old)
+
+	ns := fmt.Sprintf("e2e-aws-%d", time.Now().Unix())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	web := trellisService(ns, "web", "general", false)
+	web.Spec.Replicas = new(int32(3))
+	minAvailable := intstr.FromInt32(2)
+	web.Spec.MinAvailable = &minAvailable
+	if err := cl.Create(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "3 Ready pods of web", 4*time.Minute, func() (bool, string) {
+		n := readyPods(ctx, ns, "web")
+		return n == 3, fmt.Sprintf("%d Ready", n)
+	})
+	watch := watchBudget(ctx, t, ns, "web", 2)
+
+	image := run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d", time.Now().Unix()))
+	ami := strings.TrimSpace(image)
+	args := []string{"ami", "rollout", "-f", awsDefinition, "--image", ami, "--kubeconfig", kubeconfig, "--yes",
+		"--lock-ttl", "20s", "--gate-timeout", "10m", "--drain-timeout", "5m"}
+	kills, _ := strconv.Atoi(os.Getenv("E2E_AWS_KILLS"))
+	if kills == 0 {
+		kills = 1
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("emulator %s, rollout to %s, %d kill(s), seed %d", emulator, ami, kills, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	start := time.Now()
+	for i := 0; ; i++ {
+		cmd := command(env, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var kill <-chan time.Time
+		after := time.Duration(5+rng.IntN(115)) * time.Second // in the run's first 2 minutes
+		if i < kills {
+			kill = time.After(after)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("rollout run %d: %v\n%s", i, err, out.String())
+			}
+		case <-kill:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			t.Logf("run %d killed after %s", i, after)
+			// Its lock holds until it expires: a new run is refused.
+			if b, err := command(env, args...).CombinedOutput(); err == nil || !strings.Contains(string(b), "another rollout holds the lock") {
+				t.Errorf("a run right after a kill: %v, want refused by the lock\n%s", err, b)
+			}
+			time.Sleep(21 * time.Second)
+			continue
+		}
+		break
+	}
+	t.Logf("rollout of %d nodes took %s with %d kill(s)", awsNodes, time.Since(start).Round(time.Second), kills)
+
+	// The state store's account: every old instance replaced exactly once.
+	var st rollout.State
+	if err := json.Unmarshal([]byte(run(t, env, "ami", "status", "-f", awsDefinition, "-o", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	var replaced []string
+	for _, g := range st.Groups {
+		replaced = append(replaced, g.Replaced...)
+	}
+	slices.Sort(replaced)
+	if st.Status != rollout.StatusDone || !slices.Equal(replaced, old) {
+		t.Errorf("rollout %s: replaced %v, want each of %v once", st.Status, replaced, old)
+	}
+	// The cluster's account: only new-image instance nodes, all Ready.
+	now := awaitInstanceNodes(t, awsNodes, ami)
+	for _, id := range now {
+		if slices.Contains(old, id) {
+			t.Errorf("old instance %s is still a node", id)
+		}
+	}
+	watch.stop()
+	if v := watch.violations(); len(v) > 0 {
+		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
+	}
+	t.Logf("watcher: %d samples of web's Ready pods, minimum %d (budget 2)", watch.samples, watch.min)
+}
+
+// startLocalAWS runs `trellis local aws` for the test and returns the
+// emulator's URL and the environment of commands against it.
+func startLocalAWS(t *testing.T) (string, []string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	log, err := os.Create(filepath.Join(t.TempDir(), "local-aws.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "aws", "-f", awsDefinition, "--kubeconfig", kubeconfig,
+		"--port", strconv.Itoa(port), "--env-file", filepath.Join(t.TempDir(), "env"))
+	up.Dir, up.Stdout, up.Stderr = root, log, log
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = up.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = up.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Minute):
+			_ = up.Process.Kill()
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("trellis local aws:\n%s", b)
+		}
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return url, []string{"TRELLIS_AWS_EMULATOR=" + url, "KOPS_STATE_STORE=" + awsState, "KUBECONFIG=" + kubeconfig}
+}
+
+func command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(root, "bin", "trellis"), args...)
+	cmd.Dir, cmd.Env = root, append(os.Environ(), env...)
+	return cmd
+}
+
+func run(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := command(env, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("trellis %v: %v\n%s", args, err, errb.String())
+	}
+	return out.String()
+}
+
+// awaitInstanceNodes waits until exactly n instance nodes exist, Ready,
+// each running every trellis-system DaemonSet pod Ready, on image (any if
+// empty), and returns their instance ids, sorted.
+func awaitInstanceNodes(t *testing.T, n int, image string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	eventually(t, fmt.Sprintf("%d instance nodes Ready with the runtime", n), 12*time.Minute, func() (bool, string) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: instanceLabel})
+		if err != nil {
+			return false, err.Error()
+		}
+		ids = nil
+		for i := range nodes.Items {
+			node := &nodes.Items[i]
+			if image != "" && node.Labels[imageLabel] != image {
+				return false, node.Name + " runs " + node.Labels[imageLabel]
+			}
+			if !nodeReady(node) {
+				return false, node.Name + " not Ready"
+			}
+			pods, err := cs.CoreV1().Pods("trellis-system").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+			if err != nil {
+				return false, err.Error()
+			}
+			ready := 0
+			for j := range pods.Items {
+				if podReady(&pods.Items[j]) {
+					ready++
+				}
+			}
+			if ready < 4 || ready < len(pods.Items) { // netd, cert agent, registrar, log shipper
+				return false, fmt.Sprintf("%s: %d of %d runtime pods Ready", node.Name, ready, len(pods.Items))
+			}
+			ids = append(ids, node.Name)
+		}
+		return len(ids) == n, fmt.Sprintf("%d of %d instance nodes", len(ids), n)
+	})
+	slices.Sort(ids)
+	return ids
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil
+		}
+	}
+	return false
+}
+
+func readyPods(ctx context.Context, ns, svc string) int {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: wellknown.LabelWorkload + "=" + svc})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for i := range pods.Items {
+		if podReady(&pods.Items[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// budgetWatch samples a service's Ready pods, independently of the
+// rollout's bookkeeping, and records every sample under the budget.
+type budgetWatch struct {
+	mu      sync.Mutex
+	samples int
+	min     int
+	under   []string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func watchBudget(ctx context.Context, t *testing.T, ns, svc string, minAvailable int) *budgetWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &budgetWatch{min: 1 << 30, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			n := readyPods(ctx, ns, svc)
+			if n >= 0 {
+				w.mu.Lock()
+				w.samples++
+				w.min = min(w.min, n)
+				if n < minAvailable {
+					w.under = append(w.under, fmt.Sprintf("%s: %d Ready < %d", time.Now().Format(time.TimeOnly), n, minAvailable))
+				}
+				w.mu.Unlock()
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *budgetWatch) stop() { w.cancel(); <-w.done }
+
+func (w *budgetWatch) violations() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.under)
+}
