@@ -34,8 +34,41 @@ const (
 	awsCluster    = "local-aws.k8s.trellis.local"
 	instanceLabel = "trellis.dev/instance-id"
 	imageLabel    = "trellis.dev/image"
-	awsNodes      = 3 // clusters/local-aws.yaml: general 2, batch 1
 )
+
+// awsShape is the definition the test runs and its instance node count:
+// clusters/local-aws.yaml (general 2, batch 1) with E2E_AWS_FULL=1 (make
+// e2e-aws), else the reduced form CI runs in `make e2e`: general 1, batch 1.
+func awsShape(t *testing.T) (string, int) {
+	t.Helper()
+	def := filepath.Join(root, awsDefinition)
+	if os.Getenv("E2E_AWS_FULL") != "" {
+		return def, 3
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "base"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reduced := strings.Replace(string(data), "  minSize: 2\n", "  minSize: 1\n", 1)
+	if reduced == string(data) {
+		t.Fatalf("%s: no general group with minSize 2 to reduce", def)
+	}
+	base, err := os.ReadFile(filepath.Join(root, "clusters", "base", "platform.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "base", "platform.yaml"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "local-aws.yaml"), []byte(reduced), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "local-aws.yaml"), 2
+}
 
 // TestAWSNodeRollout is the production path on real kubelets: `trellis
 // local aws` creates clusters/local-aws in the AWS API emulator and makes
@@ -43,10 +76,11 @@ const (
 // replaces them with a new image while an independent watcher samples the
 // service's Ready pods against its PDB, and the rollout process is killed
 // with SIGKILL at seeded random moments (E2E_AWS_KILLS, default 1) and
-// started again each time.
+// started again each time. E2E_AWS_FULL=1 runs the full shape (3 nodes).
 func TestAWSNodeRollout(t *testing.T) {
 	ctx := context.Background()
-	emulator, env := startLocalAWS(t)
+	def, awsNodes := awsShape(t)
+	emulator, env := startLocalAWS(t, def)
 	old := awaitInstanceNodes(t, awsNodes, "")
 	t.Logf("instance nodes Ready with the runtime: %v", old)
 
@@ -70,7 +104,7 @@ func TestAWSNodeRollout(t *testing.T) {
 
 	image := run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d", time.Now().Unix()))
 	ami := strings.TrimSpace(image)
-	args := []string{"ami", "rollout", "-f", awsDefinition, "--image", ami, "--kubeconfig", kubeconfig, "--yes",
+	args := []string{"ami", "rollout", "-f", def, "--image", ami, "--kubeconfig", kubeconfig, "--yes",
 		"--lock-ttl", "20s", "--gate-timeout", "10m", "--drain-timeout", "5m"}
 	kills, _ := strconv.Atoi(os.Getenv("E2E_AWS_KILLS"))
 	if kills == 0 {
@@ -116,7 +150,7 @@ func TestAWSNodeRollout(t *testing.T) {
 
 	// The state store's account: every old instance replaced exactly once.
 	var st rollout.State
-	if err := json.Unmarshal([]byte(run(t, env, "ami", "status", "-f", awsDefinition, "-o", "json")), &st); err != nil {
+	if err := json.Unmarshal([]byte(run(t, env, "ami", "status", "-f", def, "-o", "json")), &st); err != nil {
 		t.Fatal(err)
 	}
 	var replaced []string
@@ -143,7 +177,7 @@ func TestAWSNodeRollout(t *testing.T) {
 
 // startLocalAWS runs `trellis local aws` for the test and returns the
 // emulator's URL and the environment of commands against it.
-func startLocalAWS(t *testing.T) (string, []string) {
+func startLocalAWS(t *testing.T, def string) (string, []string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -155,7 +189,7 @@ func startLocalAWS(t *testing.T) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "aws", "-f", awsDefinition, "--kubeconfig", kubeconfig,
+	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "aws", "-f", def, "--kubeconfig", kubeconfig,
 		"--port", strconv.Itoa(port), "--env-file", filepath.Join(t.TempDir(), "env"))
 	up.Dir, up.Stdout, up.Stderr = root, log, log
 	if err := up.Start(); err != nil {
