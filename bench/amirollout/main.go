@@ -258,34 +258,28 @@ func (s *sim) SetDesired(_ context.Context, group string, n int) error {
 }
 
 func (s *sim) Terminate(_ context.Context, group, id string) error {
-	s.calls.Add(1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[group]
-	for i, x := range g.ids {
-		if x == id {
-			g.ids = append(g.ids[:i], g.ids[i+1:]...)
-			g.desired--
-			delete(s.inst, id)
-			return nil
-		}
-	}
+	s.terminate(group, id, true)
 	return nil
 }
 
 func (s *sim) Replace(_ context.Context, group, id string) error {
+	s.terminate(group, id, false)
+	return nil
+}
+
+// terminate removes an instance, and with decrement one unit of capacity.
+func (s *sim) terminate(group, id string, decrement bool) {
 	s.calls.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[group]
-	for i, x := range g.ids {
-		if x == id {
-			g.ids = append(g.ids[:i], g.ids[i+1:]...)
-			delete(s.inst, id)
-			return nil
+	if i := slices.Index(g.ids, id); i >= 0 {
+		g.ids = slices.Delete(g.ids, i, i+1)
+		if decrement {
+			g.desired--
 		}
+		delete(s.inst, id)
 	}
-	return nil
 }
 
 // Cluster.
