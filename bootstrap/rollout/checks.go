@@ -12,8 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Check is a custom gate a new node must pass (Options.Checks).
@@ -71,45 +69,4 @@ func CommandCheck(command string, timeout time.Duration) Check {
 		}
 		return nil
 	}
-}
-
-// ClusterCheck is cluster validation as a gate: every node Ready and every
-// pod in namespaces Running and Ready (kops's `validate cluster` in spirit).
-func ClusterCheck(client kubernetes.Interface, namespaces ...string) Check {
-	return func(ctx context.Context, _ *corev1.Node) error {
-		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("cluster validation: %w", err)
-		}
-		for i := range nodes.Items {
-			if !nodeReady(&nodes.Items[i]) {
-				return fmt.Errorf("cluster validation: node %s is not Ready", nodes.Items[i].Name)
-			}
-		}
-		for _, ns := range namespaces {
-			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return fmt.Errorf("cluster validation: %w", err)
-			}
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded {
-					continue
-				}
-				if !podReady(p) {
-					return fmt.Errorf("cluster validation: pod %s/%s is not Ready", p.Namespace, p.Name)
-				}
-			}
-		}
-		return nil
-	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
@@ -55,23 +54,5 @@ func TestCommandCheck(t *testing.T) {
 	}
 	if err := rollout.CommandCheck("sleep 5", 100*time.Millisecond)(ctx, checkNode(true)); err == nil {
 		t.Error("a command over its timeout passed")
-	}
-}
-
-func TestClusterCheck(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	c := fake.NewClientset(checkNode(true), pod)
-	if err := rollout.ClusterCheck(c, "kube-system")(ctx, checkNode(true)); err != nil {
-		t.Errorf("valid cluster: %v", err)
-	}
-	pod.Status.Conditions[0].Status = corev1.ConditionFalse
-	if _, err := c.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rollout.ClusterCheck(c, "kube-system")(ctx, checkNode(true)); err == nil || !strings.Contains(err.Error(), "coredns") {
-		t.Errorf("unready pod: %v", err)
 	}
 }

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/health"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
@@ -195,7 +197,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
-	opts.Checks = o.checks(kc)
+	opts.Checks = o.checks(kc, def)
 	host, _ := os.Hostname()
 	opts.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
 	st, err := rollout.New(awsCloud, kube, store, opts, nil).Start(ctx, name)
@@ -236,8 +238,23 @@ func rollbackTarget(ctx context.Context, store *rollout.VFSStore, o *rolloutOpti
 	return prev, nil
 }
 
+// validateCheck is `trellis cluster validate` as a gate.
+func validateCheck(kc kubernetes.Interface, def *definition.ClusterDefinition) rollout.Check {
+	return func(ctx context.Context, _ *corev1.Node) error {
+		res, err := health.Validate(ctx, kc, def)
+		if err != nil {
+			return fmt.Errorf("cluster validation: %w", err)
+		}
+		if !res.Valid {
+			f := res.Failures[0]
+			return fmt.Errorf("cluster validation: %s %s: %s (%d failures)", f.Kind, f.Name, f.Message, len(res.Failures))
+		}
+		return nil
+	}
+}
+
 // checks are the custom gates the flags ask for.
-func (o *rolloutOptions) checks(kc kubernetes.Interface) []rollout.Check {
+func (o *rolloutOptions) checks(kc kubernetes.Interface, def *definition.ClusterDefinition) []rollout.Check {
 	var out []rollout.Check
 	for _, u := range o.HTTPChecks {
 		out = append(out, rollout.HTTPCheck(u, o.CheckTimeout))
@@ -246,7 +263,7 @@ func (o *rolloutOptions) checks(kc kubernetes.Interface) []rollout.Check {
 		out = append(out, rollout.CommandCheck(c, o.CheckTimeout))
 	}
 	if o.Validate {
-		out = append(out, rollout.ClusterCheck(kc, "kube-system", "trellis-system"))
+		out = append(out, validateCheck(kc, def))
 	}
 	return out
 }
@@ -278,7 +295,7 @@ func (o *rolloutOptions) addRunFlags(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&o.HTTPChecks, "check-http", nil, "gate: GET this URL ({node}, {ip} substituted) must answer 2xx for each new node (repeatable)")
 	cmd.Flags().StringArrayVar(&o.CommandChecks, "check-command", nil, "gate: this shell command must exit 0 for each new node, run with TRELLIS_NODE, TRELLIS_NODE_IP, TRELLIS_PROVIDER_ID (repeatable)")
 	cmd.Flags().DurationVar(&o.CheckTimeout, "check-timeout", 30*time.Second, "timeout of one --check-http or --check-command attempt")
-	cmd.Flags().BoolVar(&o.Validate, "validate-cluster", false, "gate: every node Ready and every kube-system and trellis-system pod Ready")
+	cmd.Flags().BoolVar(&o.Validate, "validate-cluster", false, "gate: the cluster passes what 'trellis cluster validate' checks (every group's nodes Ready, critical kube-system pods Ready, the addons rolled out)")
 	cmd.Flags().DurationVar(&o.LockTTL, "lock-ttl", 5*time.Minute, "how long the rollout's lock outlives a run that stopped renewing it (another run takes over only after it)")
 }
 
