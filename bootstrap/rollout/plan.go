@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -128,6 +129,8 @@ func (p *Plan) Print(w io.Writer) {
 // nodes, with the disruptions each allows now.
 func (k *KubeCluster) PDBsOn(ctx context.Context, instanceIDs []string) ([]string, error) {
 	found := map[string]string{}
+	// One list of PDBs per namespace, not one per pod.
+	byNamespace := map[string][]policyv1.PodDisruptionBudget{}
 	for _, id := range instanceIDs {
 		n, err := k.Node(ctx, id)
 		if err != nil || n == nil {
@@ -142,11 +145,16 @@ func (k *KubeCluster) PDBsOn(ctx context.Context, instanceIDs []string) ([]strin
 			if skipDrain(pod) || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 				continue
 			}
-			pdbs, err := k.Client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("failed to list PDBs in %s: %w", pod.Namespace, err)
+			pdbs, ok := byNamespace[pod.Namespace]
+			if !ok {
+				list, err := k.Client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("failed to list PDBs in %s: %w", pod.Namespace, err)
+				}
+				pdbs = list.Items
+				byNamespace[pod.Namespace] = pdbs
 			}
-			for _, pdb := range pdbs.Items {
+			for _, pdb := range pdbs {
 				sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 				if err == nil && sel.Matches(labels.Set(pod.Labels)) {
 					found[pod.Namespace+"/"+pdb.Name] = fmt.Sprintf("%s/%s (allows %d)", pod.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed)
