@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
@@ -54,5 +56,35 @@ func TestCommandCheck(t *testing.T) {
 	}
 	if err := rollout.CommandCheck("sleep 5", 100*time.Millisecond)(ctx, checkNode(true)); err == nil {
 		t.Error("a command over its timeout passed")
+	}
+}
+
+func TestPDBsOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := checkNode(true)
+	pod := func(name string, labels map[string]string, owner string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: labels}, Spec: corev1.PodSpec{NodeName: node.Name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: owner, Name: "x"}}
+		}
+		return p
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}}
+	other := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+	c := fake.NewClientset(node, pdb, other,
+		pod("web-1", map[string]string{"app": "web"}, ""), pod("web-2", map[string]string{"app": "web"}, ""),
+		pod("agent", map[string]string{"app": "db"}, "DaemonSet")) // DaemonSet pods are not drained
+	kc, err := rollout.NewKubeCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kc.PDBsOn(ctx, []string{"i-0abc"})
+	if err != nil || len(got) != 1 || got[0] != "shop/web (allows 1)" {
+		t.Fatalf("PDBsOn: %v, %v; want [shop/web (allows 1)]", got, err)
 	}
 }
