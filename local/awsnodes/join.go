@@ -1,16 +1,17 @@
 package awsnodes
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
-	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/local/kindcluster"
 )
 
 // controlPlane is the kind control-plane container of a cluster.
@@ -96,54 +97,16 @@ func copyContainerdConfig(ctx context.Context, kind, name string) error {
 	return waitContainerd(ctx, name, time.Minute)
 }
 
-// loadedFile is where local.Up records the images it loaded into a node.
-const loadedFile = "/kind/trellis-images.json"
-
 // copyImages loads into the new node the runtime images the control-plane
 // node holds (what `trellis local up` loaded), from the host's Docker.
 func copyImages(ctx context.Context, kind, name string) error {
-	rec, err := docker(ctx, nil, "exec", controlPlane(kind), "cat", loadedFile)
+	c := kindcluster.New(kind, "", slog.New(slog.DiscardHandler))
+	images, err := c.LoadedImages(controlPlane(kind))
 	if err != nil {
-		return fmt.Errorf("read the images of %s: %w", controlPlane(kind), err)
+		return fmt.Errorf("the images of %s: %w", controlPlane(kind), err)
 	}
-	var images map[string]string
-	if err := yaml.Unmarshal([]byte(rec), &images); err != nil {
-		return fmt.Errorf("%s in %s: %w", loadedFile, controlPlane(kind), err)
-	}
-	refs := slices.Sorted(maps.Keys(images))
-	if len(refs) == 0 {
-		return nil
-	}
-	if err := pipeImages(ctx, refs, name); err != nil {
-		return err
-	}
-	if _, err := docker(ctx, strings.NewReader(rec), "exec", "-i", name, "sh", "-c", "cat > "+loadedFile); err != nil {
-		return fmt.Errorf("record the images of %s: %w", name, err)
-	}
-	return nil
-}
-
-// pipeImages streams `docker save refs` into the node's containerd, as
-// kind's image loading does.
-func pipeImages(ctx context.Context, refs []string, name string) error {
-	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, refs...)...)
-	load := exec.CommandContext(ctx, "docker", "exec", "-i", name, "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests", "--snapshotter=overlayfs", "-")
-	r, err := save.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var saveErr, loadErr bytes.Buffer
-	save.Stderr, load.Stdin, load.Stderr = &saveErr, r, &loadErr
-	if err := save.Start(); err != nil {
-		return fmt.Errorf("docker save: %w", err)
-	}
-	lerr := load.Run()
-	serr := save.Wait()
-	if serr != nil {
-		return fmt.Errorf("docker save: %w: %s", serr, strings.TrimSpace(saveErr.String()))
-	}
-	if lerr != nil {
-		return fmt.Errorf("load images into %s: %w: %s", name, lerr, strings.TrimSpace(loadErr.String()))
+	if err := c.LoadNode(ctx, name, images); err != nil {
+		return fmt.Errorf("load images into %s: %w", name, err)
 	}
 	return nil
 }

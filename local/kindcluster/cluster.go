@@ -107,13 +107,9 @@ func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 	if len(ns) == 0 {
 		return nil, fmt.Errorf("kind cluster %s has no nodes", c.Name)
 	}
-	ids := map[string]string{}
-	for _, img := range images {
-		out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", img).Output()
-		if err != nil {
-			return nil, fmt.Errorf("docker image inspect %s: %w", img, err)
-		}
-		ids[img] = strings.TrimSpace(string(out))
+	ids, err := imageIDs(ctx, images)
+	if err != nil {
+		return nil, err
 	}
 	// What each node lacks; one archive of all of it, imported into the
 	// nodes in parallel (an image a node has already is imported again,
@@ -121,13 +117,7 @@ func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 	have := make([]map[string]string, len(ns))
 	var union []string
 	for i, n := range ns {
-		var buf bytes.Buffer
-		if err := n.Command("cat", loadedFile).SetStdout(&buf).Run(); err == nil {
-			_ = json.Unmarshal(buf.Bytes(), &have[i])
-		}
-		if have[i] == nil {
-			have[i] = map[string]string{}
-		}
+		have[i] = loaded(n)
 		for _, img := range images {
 			if have[i][img] != ids[img] && !slices.Contains(union, img) {
 				union = append(union, img)
@@ -139,16 +129,11 @@ func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 		return nil, nil
 	}
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "trellis-load-")
+	archive, cleanup, err := save(ctx, union)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "images.tar")
-	save := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, union...)...)
-	if out, err := save.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("docker save: %w: %s", err, out)
-	}
+	defer cleanup()
 	errs := make([]error, len(ns))
 	var wg sync.WaitGroup
 	for i, n := range ns {
@@ -177,6 +162,89 @@ func (c *Cluster) Load(ctx context.Context, images []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// LoadedImages are the images recorded as loaded into the named node.
+func (c *Cluster) LoadedImages(node string) ([]string, error) {
+	n, err := c.node(node)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(loaded(n))), nil
+}
+
+// LoadNode loads images into one node (one that joined after Load ran),
+// as Load does.
+func (c *Cluster) LoadNode(ctx context.Context, node string, images []string) error {
+	n, err := c.node(node)
+	if err != nil {
+		return err
+	}
+	ids, err := imageIDs(ctx, images)
+	if err != nil {
+		return err
+	}
+	archive, cleanup, err := save(ctx, images)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return loadInto(n, archive, images, ids, loaded(n))
+}
+
+func (c *Cluster) node(name string) (nodes.Node, error) {
+	ns, err := c.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		if n.String() == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("kind cluster %s has no node %s", c.Name, name)
+}
+
+// loaded is what loadedFile in a node records (empty when it has none).
+func loaded(n nodes.Node) map[string]string {
+	var buf bytes.Buffer
+	have := map[string]string{}
+	if err := n.Command("cat", loadedFile).SetStdout(&buf).Run(); err == nil {
+		_ = json.Unmarshal(buf.Bytes(), &have)
+	}
+	if have == nil {
+		have = map[string]string{}
+	}
+	return have
+}
+
+// imageIDs are the Docker image IDs of images.
+func imageIDs(ctx context.Context, images []string) (map[string]string, error) {
+	ids := map[string]string{}
+	for _, img := range images {
+		out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", img).Output()
+		if err != nil {
+			return nil, fmt.Errorf("docker image inspect %s: %w", img, err)
+		}
+		ids[img] = strings.TrimSpace(string(out))
+	}
+	return ids, nil
+}
+
+// save writes images to one archive; cleanup removes it.
+func save(ctx context.Context, images []string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "trellis-load-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	archive := filepath.Join(dir, "images.tar")
+	cmd := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, images...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("docker save: %w: %s", err, out)
+	}
+	return archive, cleanup, nil
 }
 
 // loadInto imports the archive into one node and records the image IDs
