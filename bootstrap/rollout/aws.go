@@ -56,15 +56,17 @@ func (c *AWSCloud) Instances(ctx context.Context, group string) ([]Instance, int
 		if in.LaunchTemplate != nil {
 			v = aws.ToString(in.LaunchTemplate.Version)
 		}
-		insts = append(insts, Instance{ID: aws.ToString(in.InstanceId), Version: v})
+		insts = append(insts, Instance{ID: aws.ToString(in.InstanceId), Version: v, InService: in.LifecycleState == astypes.LifecycleStateInService})
 	}
 	return insts, int(aws.ToInt32(g.DesiredCapacity)), nil
 }
 
-func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name string, err error) {
+// launchTemplate returns the group's launch template and the version the
+// group launches from (kops: "$Latest").
+func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name, version string, err error) {
 	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
 	if err != nil || len(out.AutoScalingGroups) == 0 {
-		return "", "", fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
+		return "", "", "", fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
 	}
 	g := out.AutoScalingGroups[0]
 	lt := g.LaunchTemplate
@@ -72,21 +74,24 @@ func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name s
 		lt = g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
 	}
 	if lt == nil {
-		return "", "", fmt.Errorf("autoscaling group %s has no launch template", c.asg(group))
+		return "", "", "", fmt.Errorf("autoscaling group %s has no launch template", c.asg(group))
 	}
 	id = aws.ToString(lt.LaunchTemplateId)
 	lts, err := c.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
 	if err != nil || len(lts.LaunchTemplates) == 0 {
-		return "", "", fmt.Errorf("launch template %s: %w", id, errors.Join(err, errors.New("not found")))
+		return "", "", "", fmt.Errorf("launch template %s: %w", id, errors.Join(err, errors.New("not found")))
 	}
-	return id, aws.ToString(lts.LaunchTemplates[0].LaunchTemplateName), nil
+	return id, aws.ToString(lts.LaunchTemplates[0].LaunchTemplateName), aws.ToString(lt.Version), nil
 }
 
 // SetImage creates a launch-template version with the image (from the
-// latest version), points the group at it, and records the image in the
-// instance group's spec in the state store.
+// latest version), makes the group launch from it, and records the image in
+// the instance group's spec in the state store. A group that launches from
+// "$Latest" (as kops makes them) is left so: the new version is the latest,
+// and kops's own plan sees no change. An empty image keeps the image and
+// reports the latest version (the one a cluster upgrade's apply made).
 func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageChange, error) {
-	id, name, err := c.launchTemplate(ctx, group)
+	id, name, launches, err := c.launchTemplate(ctx, group)
 	if err != nil {
 		return ImageChange{}, err
 	}
@@ -106,6 +111,10 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 	if cur != nil {
 		ch.PrevImage = aws.ToString(cur.ImageId)
 	}
+	relaunch := imageID == ""
+	if relaunch {
+		imageID = ch.PrevImage
+	}
 	if ch.PrevImage != imageID {
 		out, err := c.AWS.EC2().CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
 			LaunchTemplateId: aws.String(id), LaunchTemplateName: aws.String(name), SourceVersion: aws.String(fmt.Sprint(latest)),
@@ -117,17 +126,19 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 		}
 		ch.NewVersion = fmt.Sprint(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber))
 	} else {
-		// Already done before a restart: the previous version is the one
-		// before the latest.
+		// Already done before a restart, or an upgrade's apply made it:
+		// the previous version is the one before the latest.
 		ch.PrevVersion = fmt.Sprint(latest - 1)
 	}
-	if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-		AutoScalingGroupName: aws.String(c.asg(group)),
-		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String(ch.NewVersion)},
-	}); err != nil {
-		return ImageChange{}, fmt.Errorf("failed to point %s at version %s: %w", c.asg(group), ch.NewVersion, err)
+	if launches != "$Latest" && launches != ch.NewVersion {
+		if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+			AutoScalingGroupName: aws.String(c.asg(group)),
+			LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String(ch.NewVersion)},
+		}); err != nil {
+			return ImageChange{}, fmt.Errorf("failed to point %s at version %s: %w", c.asg(group), ch.NewVersion, err)
+		}
 	}
-	if c.Clientset != nil {
+	if c.Clientset != nil && !relaunch {
 		cl, err := c.Clientset.GetCluster(ctx, c.Cluster)
 		if err != nil {
 			return ImageChange{}, err

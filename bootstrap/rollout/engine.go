@@ -1,10 +1,12 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -18,6 +20,9 @@ type Instance struct {
 	ID string
 	// Version is the launch-template version it was launched from.
 	Version string
+	// InService: the cloud reports it running and healthy in its group
+	// (the gate of a CloudOnly group).
+	InService bool
 }
 
 // Cloud is what a rollout needs from the cloud (AWS: see AWSCloud).
@@ -28,7 +33,8 @@ type Cloud interface {
 	Instances(ctx context.Context, group string) ([]Instance, int, error)
 	// SetImage makes new instances of the group use image: a new launch
 	// template version the group uses. Calling it again with the same
-	// image changes nothing and reports the same versions.
+	// image changes nothing and reports the same versions. An empty image
+	// keeps the group's image and reports its newest version (Relaunch).
 	SetImage(ctx context.Context, group, imageID string) (ImageChange, error)
 	// SetDesired sets the group's desired capacity (absolute: idempotent).
 	SetDesired(ctx context.Context, group string, n int) error
@@ -115,14 +121,17 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	now := r.opts.Clock.Now()
 	switch {
 	case st == nil || st.Status == StatusDone || st.Status == StatusAborted:
-		if r.opts.Image == "" {
+		if r.opts.Image == "" && !r.opts.Relaunch {
 			return nil, ErrNoRollout
 		}
-		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Status: StatusRunning, Groups: map[string]*GroupProgress{}}
+		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Reason: r.opts.Reason, Status: StatusRunning, Groups: map[string]*GroupProgress{}}
 		budget := r.opts.Budget
 		for name, s := range r.opts.Groups {
 			if err := s.Validate(); err != nil {
 				return nil, fmt.Errorf("group %s: %w", name, err)
+			}
+			if r.cluster == nil && !s.CloudOnly {
+				return nil, fmt.Errorf("group %s: %w", name, ErrNoCluster)
 			}
 			st.Groups[name] = &GroupProgress{Name: name, Strategy: s}
 			if r.opts.Budget == 0 {
@@ -137,6 +146,13 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	default:
 		st.Status = StatusRunning
 	}
+	if r.cluster == nil {
+		for name, g := range st.Groups {
+			if !g.Strategy.CloudOnly && !g.Done {
+				return st, fmt.Errorf("group %s: %w", name, ErrNoCluster)
+			}
+		}
+	}
 	r.state = st
 	if st.Status == StatusAborted {
 		return st, r.save(ctx)
@@ -150,20 +166,7 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	go func() { defer close(renewed); r.renew(renewCtx) }()
 	defer func() { stopRenew(); <-renewed }()
 
-	var wg sync.WaitGroup
-	errs := make([]error, 0)
-	var emu sync.Mutex
-	for _, g := range st.Groups {
-		wg.Go(func() {
-			if err := r.group(ctx, g); err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("group %s: %w", g.Name, err))
-				emu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	err = errors.Join(errs...)
+	err = r.phases(ctx, st)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -192,6 +195,34 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		return st, nil
 	}
 	return st, err
+}
+
+// phases rolls the groups phase by phase, the groups of one phase in
+// parallel; a phase that fails or stops ends the run.
+func (r *Roller) phases(ctx context.Context, st *State) error {
+	byPhase := map[int][]*GroupProgress{}
+	for _, g := range st.Groups {
+		byPhase[g.Strategy.Phase] = append(byPhase[g.Strategy.Phase], g)
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPhase)) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		for _, g := range byPhase[p] {
+			wg.Go(func() {
+				if err := r.group(ctx, g); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("group %s: %w", g.Name, err))
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Roller) save(ctx context.Context) error {
@@ -288,9 +319,12 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		return nil
 	}
 	if g.NewVersion == "" {
-		img, err := r.cloud.ResolveImage(ctx, r.state.Image)
-		if err != nil {
-			return err
+		img := "" // Relaunch: the group keeps its image
+		if r.state.Image != "" {
+			var err error
+			if img, err = r.cloud.ResolveImage(ctx, r.state.Image); err != nil {
+				return err
+			}
 		}
 		ch, err := r.cloud.SetImage(ctx, g.Name, img)
 		if err != nil {
@@ -302,7 +336,8 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			return err
 		}
 		r.edit(func() {
-			g.ImageID, g.PrevVersion, g.PrevImage, g.NewVersion, g.Base = img, ch.PrevVersion, ch.PrevImage, next, desired
+			g.ImageID, g.PrevVersion, g.PrevImage, g.NewVersion, g.Base = cmp.Or(img, ch.PrevImage), ch.PrevVersion, ch.PrevImage, next, desired
+			g.Started = r.opts.Clock.Now()
 			g.Old = nil
 			for _, in := range insts {
 				if in.Version != next {
@@ -315,6 +350,9 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		}
 		// Old nodes take no new pods unless they must.
 		for _, id := range g.Old {
+			if g.Strategy.CloudOnly {
+				break
+			}
 			if n, err := r.cluster.Node(ctx, id); err == nil && n != nil {
 				if err := r.cluster.Taint(ctx, n, r.state.ID); err != nil {
 					return err
@@ -326,7 +364,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		if g.Batch == nil {
 			rest := g.remaining()
 			if len(rest) == 0 {
-				r.edit(func() { g.Done = true })
+				r.edit(func() { g.Done, g.Finished = true, r.opts.Clock.Now() })
 				return r.step(ctx)
 			}
 			k := g.Strategy.batchSize()
@@ -415,7 +453,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 			r.edit(func() { b.Step = StepDrain })
 		case StepDrain:
 			for _, id := range b.Old {
-				if slices.Contains(b.Drained, id) {
+				if slices.Contains(b.Drained, id) || g.Strategy.CloudOnly {
 					continue // drained before a restart: not twice
 				}
 				n, err := r.cluster.Node(ctx, id)
@@ -492,6 +530,14 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 		for _, in := range fresh {
 			if _, ok := r.passed.Load(in.ID); ok {
 				ready++
+				continue
+			}
+			if g.Strategy.CloudOnly {
+				if in.InService {
+					ready++
+				} else {
+					why = "instance " + in.ID + " is not in service yet"
+				}
 				continue
 			}
 			n, err := r.cluster.Node(ctx, in.ID)

@@ -50,7 +50,7 @@ func newMemCloud(groups map[string]int) *memCloud {
 func (c *memCloud) launch(g string) {
 	for len(c.insts[g]) < c.desired[g] {
 		c.n++
-		c.insts[g] = append(c.insts[g], rollout.Instance{ID: fmt.Sprintf("i-%d", c.n), Version: fmt.Sprint(c.version[g])})
+		c.insts[g] = append(c.insts[g], rollout.Instance{ID: fmt.Sprintf("i-%d", c.n), Version: fmt.Sprint(c.version[g]), InService: true})
 	}
 }
 
@@ -62,12 +62,25 @@ func (c *memCloud) Instances(_ context.Context, g string) ([]rollout.Instance, i
 	return slices.Clone(c.insts[g]), c.desired[g], nil
 }
 
-func (c *memCloud) SetImage(_ context.Context, g, _ string) (rollout.ImageChange, error) {
+// SetImage makes a version for an image; for "" (relaunch) it reports the
+// newest version, which bump made as an apply would.
+func (c *memCloud) SetImage(_ context.Context, g, image string) (rollout.ImageChange, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if image == "" {
+		return rollout.ImageChange{PrevVersion: fmt.Sprint(c.version[g] - 1), PrevImage: "ami-old", NewVersion: fmt.Sprint(c.version[g])}, nil
+	}
 	prev := c.version[g]
 	c.version[g]++
 	return rollout.ImageChange{PrevVersion: fmt.Sprint(prev), PrevImage: "ami-old", NewVersion: fmt.Sprint(c.version[g])}, nil
+}
+
+// bump makes a new launch-template version of the group, as a cluster
+// upgrade's apply does, without touching its instances.
+func (c *memCloud) bump(g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.version[g]++
 }
 
 func (c *memCloud) SetDesired(_ context.Context, g string, n int) error {
@@ -397,5 +410,111 @@ func TestPlanChangesNothing(t *testing.T) {
 	plan.Print(&b)
 	if !strings.Contains(b.String(), "in place, 1 unavailable") {
 		t.Errorf("printed plan lacks the in-place strategy:\n%s", b.String())
+	}
+}
+
+// TestPhasesRollInOrder: an upgrade's relaunch rolls each control-plane
+// group alone, then the node groups; cloud-only groups need no cluster.
+func TestPhasesRollInOrder(t *testing.T) {
+	t.Parallel()
+	cloud := newMemCloud(map[string]int{"cp-a": 1, "cp-b": 1, "general": 3, "batch": 2})
+	for _, g := range []string{"cp-a", "cp-b", "general", "batch"} {
+		cloud.bump(g)
+	}
+	var mu sync.Mutex
+	var order []string // a group's name each time it finishes a batch
+	opts := rollout.Options{Relaunch: true, Reason: "upgrade to v1.36.1", Groups: map[string]rollout.Strategy{
+		"cp-a":    {MaxUnavailable: 1, Phase: 0, CloudOnly: true},
+		"cp-b":    {MaxUnavailable: 1, Phase: 1, CloudOnly: true},
+		"general": {MaxSurge: 1, Phase: 2, CloudOnly: true},
+		"batch":   {MaxUnavailable: 1, Phase: 2, CloudOnly: true},
+	}, OnStep: func(st rollout.State) {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, g := range st.Groups {
+			if g.Batch != nil && g.Batch.Step == rollout.StepTerminate {
+				order = append(order, name)
+			}
+		}
+	}}
+	st, err := rollout.New(cloud, nil, &memStore{}, opts, nil).Start(context.Background(), "test")
+	if err != nil || st.Status != rollout.StatusDone || st.Reason != "upgrade to v1.36.1" || st.Image != "" {
+		t.Fatalf("relaunch: %v (%+v)", err, st)
+	}
+	for g, n := range map[string]int{"cp-a": 1, "cp-b": 1, "general": 3, "batch": 2} {
+		p := st.Groups[g]
+		if len(p.Replaced) != n || p.NewVersion != "2" || p.ImageID != "ami-old" {
+			t.Errorf("group %s: replaced %v to version %s with image %s; want %d to version 2, image kept", g, p.Replaced, p.NewVersion, p.ImageID, n)
+		}
+		insts, _, _ := cloud.Instances(context.Background(), g)
+		for _, in := range insts {
+			if in.Version != "2" {
+				t.Errorf("group %s: instance %s still on version %s", g, in.ID, in.Version)
+			}
+		}
+	}
+	a, b, gen, bat := st.Groups["cp-a"], st.Groups["cp-b"], st.Groups["general"], st.Groups["batch"]
+	if a.Finished.After(b.Started) || b.Finished.After(gen.Started) || b.Finished.After(bat.Started) {
+		t.Errorf("phases overlap: cp-a %s-%s, cp-b %s-%s, general from %s, batch from %s", a.Started, a.Finished, b.Started, b.Finished, gen.Started, bat.Started)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	order = slices.Compact(order)
+	if len(order) < 3 || order[0] != "cp-a" || order[1] != "cp-b" || slices.Contains(order[2:], "cp-a") || slices.Contains(order[2:], "cp-b") {
+		t.Errorf("terminations in order %v, want cp-a, cp-b, then the node groups", order)
+	}
+}
+
+// TestCloudOnlyGatesOnTheCloud: without a cluster a group must be
+// cloud-only, and its gate waits until the cloud reports the new instance
+// in service.
+func TestCloudOnlyGatesOnTheCloud(t *testing.T) {
+	t.Parallel()
+	cloud := newMemCloud(map[string]int{"general": 1})
+	if _, err := rollout.New(cloud, nil, &memStore{}, rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1}}}, nil).
+		Start(context.Background(), "test"); !errors.Is(err, rollout.ErrNoCluster) {
+		t.Fatalf("no cluster, not cloud-only: %v, want ErrNoCluster", err)
+	}
+	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	pending := func() {
+		cloud.mu.Lock()
+		defer cloud.mu.Unlock()
+		for i := range cloud.insts["general"] {
+			if cloud.insts["general"][i].Version == "2" {
+				cloud.insts["general"][i].InService = false
+			}
+		}
+	}
+	var mu sync.Mutex
+	var gated bool
+	opts := rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1, CloudOnly: true}}, Clock: fc,
+		OnStep: func(st rollout.State) {
+			if b := st.Groups["general"].Batch; b != nil && b.Step == rollout.StepGate {
+				pending()
+				mu.Lock()
+				gated = true
+				mu.Unlock()
+			}
+		}}
+	s := start(context.Background(), rollout.New(cloud, nil, &memStore{}, opts, nil))
+	waitWaiting(t, fc, s)
+	fc.Step(time.Minute)
+	waitWaiting(t, fc, s)
+	mu.Lock()
+	if s.finished() || !gated {
+		t.Fatalf("the gate passed an instance not in service (finished %v, gated %v): %v", s.finished(), gated, s.err)
+	}
+	mu.Unlock()
+	cloud.mu.Lock()
+	for i := range cloud.insts["general"] {
+		cloud.insts["general"][i].InService = true
+	}
+	cloud.mu.Unlock()
+	for !s.finished() {
+		fc.Step(2 * time.Second)
+		waitWaiting(t, fc, s)
+	}
+	if s.err != nil || s.st.Status != rollout.StatusDone || len(s.st.Groups["general"].Replaced) != 1 {
+		t.Fatalf("cloud-only rollout: %v (%+v)", s.err, s.st)
 	}
 }

@@ -23,6 +23,7 @@ var (
 	ErrDrain     = errors.New("drain failed")
 	ErrStopped   = errors.New("rollout stopped")
 	ErrNoRollout = errors.New("no rollout in progress")
+	ErrNoCluster = errors.New("no Kubernetes cluster to drain and gate on: give one, or roll cloud-only")
 )
 
 // Status of a rollout.
@@ -62,6 +63,15 @@ type Strategy struct {
 	PauseAfterCanary bool `json:"pauseAfterCanary,omitempty"`
 	// BakeTime waits after each batch before the next.
 	BakeTime time.Duration `json:"bakeTime,omitempty"`
+	// Phase orders groups: every group of a lower phase is done before a
+	// group of a higher phase starts (an upgrade rolls each control-plane
+	// group alone, then the node groups together).
+	Phase int `json:"phase,omitempty"`
+	// CloudOnly rolls the group without Kubernetes, as kops's --cloudonly
+	// does: no taint and no drain, and a new instance passes the gate when
+	// the cloud reports it in service. For clusters whose API cannot be
+	// reached, and for instances that are not nodes.
+	CloudOnly bool `json:"cloudOnly,omitempty"`
 }
 
 func (s Strategy) inPlace() bool { return s.MaxSurge == 0 && s.MaxUnavailable > 0 }
@@ -90,6 +100,13 @@ type Options struct {
 	// Image is the new image (ami-..., ssm:..., or owner/name), resolved
 	// by the cloud.
 	Image string
+	// Relaunch, without an Image, replaces every instance not launched
+	// from its group's newest launch-template version, images unchanged:
+	// what a cluster upgrade needs once the new spec is applied.
+	Relaunch bool
+	// Reason says why, in the state and its status (e.g. "upgrade to
+	// v1.36.1"); an AMI rollout leaves it empty.
+	Reason string
 	// Groups to roll, with their strategies.
 	Groups map[string]Strategy
 	// Budget caps surged nodes across all groups at once (0: the sum of
@@ -136,6 +153,7 @@ type State struct {
 	ID      string                    `json:"id"`
 	Cluster string                    `json:"cluster"`
 	Image   string                    `json:"image"`
+	Reason  string                    `json:"reason,omitempty"`
 	Status  Status                    `json:"status"`
 	Message string                    `json:"message,omitempty"`
 	Budget  int                       `json:"budget"`
@@ -168,6 +186,9 @@ type GroupProgress struct {
 	Base  int    `json:"base"`
 	Batch *Batch `json:"batch,omitempty"`
 	Done  bool   `json:"done"`
+	// Started and Finished time the group's part of the rollout.
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 	// Blocked names the PDBs that refused evictions, with for how long.
 	Blocked string `json:"blocked,omitempty"`
 }
