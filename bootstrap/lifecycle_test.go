@@ -56,8 +56,7 @@ func installFake(t *testing.T, def *definition.ClusterDefinition) *fakeaws.Cloud
 
 // TestLifecycleProd is the offline lifecycle of prod-us-east-1, the way kops
 // tests itself: create against kops's AWS fake, check what the cloud holds,
-// re-apply (no changes), then upgrade to the next minor and check the
-// rolling update replaced every old instance.
+// re-apply (no changes), then the upgrade's skew rules and its plan.
 func TestLifecycleProd(t *testing.T) {
 	setupKops(t)
 	ctx := context.Background()
@@ -162,32 +161,9 @@ func TestLifecycleProd(t *testing.T) {
 		t.Fatalf("dry-run upgrade stored %s", stored.Cluster.Spec.KubernetesVersion)
 	}
 
-	// Real upgrade: stored, applied, every old instance replaced.
-	up, err = Upgrade(ctx, def, UpgradeOptions{ApplyOptions: opts, To: "1.36.1"})
-	if err != nil {
-		t.Fatalf("upgrade: %v\n%s", err, out.String())
-	}
-	if up.Rolled[0] != "control-plane-us-east-1a" {
-		t.Errorf("want the control plane rolled first, got %v", up.Rolled)
-	}
-	remaining := map[string]bool{}
-	for _, g := range cloud.FakeAutoscaling.Groups {
-		for _, i := range g.Instances {
-			remaining[aws.ToString(i.InstanceId)] = true
-		}
-	}
-	for _, id := range old {
-		if remaining[id] {
-			t.Errorf("instance %s (old launch template) survived the rolling update", id)
-		}
-	}
-	// After the upgrade the cluster matches the new version: no more changes.
-	next := *def
-	next.KubernetesVersion = "1.36.1"
-	res, err = Update(ctx, &next, dry)
-	if err != nil || len(res.Changes) != 0 || res.Plan.Changes {
-		t.Fatalf("after upgrade: want no changes, got %v / %+v", err, res)
-	}
+	// The real upgrade (stored, applied, every instance relaunched by the
+	// rollout engine) runs against the AWS API emulator in test/aws: kops's
+	// fake does not launch the instances a roll waits for.
 }
 
 func mustOpen(t *testing.T, ctx context.Context) simple.Clientset {

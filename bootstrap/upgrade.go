@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kops/pkg/apis/kops"
-	"k8s.io/kops/pkg/instancegroups"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
 
 // Version-skew errors.
@@ -28,11 +29,14 @@ type UpgradeOptions struct {
 	ApplyOptions
 	// To is the Kubernetes version to upgrade to, e.g. 1.36.1.
 	To string
-	// K8sClient, when set, lets the rolling update drain nodes and validate
-	// the cluster between groups; without it the update is cloud-only.
+	// K8sClient, when set, lets the roll drain nodes and gate on them;
+	// without it the roll is cloud-only.
 	K8sClient kubernetes.Interface
-	// Interval is the pause between instances in a group (default 0).
+	// Interval is the pause after each batch of a node group (default 0).
 	Interval time.Duration
+	// Roll says how to roll: the lock's owner, gates, drains, progress
+	// (Groups, Relaunch and Reason are the upgrade's own).
+	Roll rollout.Options
 }
 
 // CheckSkew enforces the upgrade rules: no downgrades, one minor at a time,
@@ -71,11 +75,21 @@ type UpgradeResult struct {
 	Diff     *DiffResult
 	// Rolled lists the instance groups rolled, control plane first.
 	Rolled []string
+	// Rollout is the roll's final state (also in the state store).
+	Rollout *rollout.State
 }
+
+// ErrRolloutInProgress refuses an upgrade while another rollout of the
+// cluster is unfinished.
+var ErrRolloutInProgress = errors.New("a rollout of the cluster is unfinished")
 
 // Upgrade moves a stored cluster to a new Kubernetes version: it checks
 // version skew, prints the plan, and with Yes stores the new spec, applies it
-// and rolls every instance group, control plane before nodes.
+// and rolls every instance group with the rollout engine, each
+// control-plane group alone and in place, then the node groups with their
+// definition's strategies. The roll is kept in the state store like an AMI
+// rollout: the same command run again after a crash resumes it, and
+// `trellis ami pause|resume|abort|status` work on it.
 func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts UpgradeOptions) (*UpgradeResult, error) {
 	out := opts.Out
 	if out == nil {
@@ -85,24 +99,49 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 	if err != nil {
 		return nil, err
 	}
-	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
+	name := p.Spec.Cluster.Name
+	stored, err := Stored(ctx, p.Clientset, name)
 	if err != nil {
 		return nil, err
 	}
 	from := stored.Cluster.Spec.KubernetesVersion
+	store, err := rollout.NewVFSStore(opts.StateStore, name)
+	if err != nil {
+		return nil, err
+	}
+	to, perr := definition.ParseKubernetesVersion(opts.To)
+	res := &UpgradeResult{From: from, To: "v" + opts.To}
+	if perr == nil {
+		res.To = "v" + to.String()
+	}
+	reason := "upgrade to " + res.To
+	inflight, err := store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if inflight != nil && inflight.Status != rollout.StatusDone && inflight.Status != rollout.StatusAborted {
+		if inflight.Reason != reason || from != res.To {
+			return nil, fmt.Errorf("%w: rollout %s (%s) is %s; finish it with `trellis ami resume` or stop it with `trellis ami abort` first",
+				ErrRolloutInProgress, inflight.ID, cmp.Or(inflight.Reason, "image "+inflight.Image), inflight.Status)
+		}
+		if !opts.Yes {
+			fmt.Fprintf(out, "The roll of the upgrade to %s is %s (rollout %s): pass --yes to resume it.\n", res.To, inflight.Status, inflight.ID)
+			return res, nil
+		}
+		fmt.Fprintf(out, "Resuming the roll of the upgrade to %s (rollout %s, %s).\n", res.To, inflight.ID, inflight.Status)
+		return res, roll(ctx, p, def, opts, reason, store, res)
+	}
 	if err := CheckSkew(def, from, opts.To); err != nil {
 		return nil, err
 	}
-	to, _ := definition.ParseKubernetesVersion(opts.To)
 	next := *def
 	next.KubernetesVersion = to.String()
-	res := &UpgradeResult{From: from, To: "v" + to.String()}
 
 	order := rollOrder(stored.InstanceGroups)
-	fmt.Fprintf(out, "Upgrade %s from %s to %s:\n", p.Spec.Cluster.Name, res.From, res.To)
+	fmt.Fprintf(out, "Upgrade %s from %s to %s:\n", name, res.From, res.To)
 	fmt.Fprintln(out, "  1. store the new spec and apply it (new launch template versions)")
-	fmt.Fprintf(out, "  2. roll control-plane groups one at a time: %v\n", order.controlPlane)
-	fmt.Fprintf(out, "  3. then roll node groups: %v\n", order.nodes)
+	fmt.Fprintf(out, "  2. roll control-plane groups one at a time, in place: %v\n", order.controlPlane)
+	fmt.Fprintf(out, "  3. then roll node groups with their strategies: %v\n", order.nodes)
 
 	res.Diff, err = Update(ctx, &next, opts.ApplyOptions)
 	if err != nil {
@@ -112,12 +151,10 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 		fmt.Fprintln(out, "Dry run: pass --yes to upgrade.")
 		return res, nil
 	}
-	rolled, err := roll(ctx, p, opts)
-	res.Rolled = rolled
-	if err != nil {
+	if err := roll(ctx, p, def, opts, reason, store, res); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "Upgraded %s to %s. Set kubernetesVersion: %s in the cluster definition.\n", p.Spec.Cluster.Name, res.To, to)
+	fmt.Fprintf(out, "Upgraded %s to %s. Set kubernetesVersion: %s in the cluster definition.\n", name, res.To, to)
 	return res, nil
 }
 
@@ -133,42 +170,4 @@ func rollOrder(igs []*kops.InstanceGroup) groupOrder {
 		}
 	}
 	return o
-}
-
-// roll runs kops's rolling update over every group of the cluster; kops
-// rolls control-plane groups before node groups.
-func roll(ctx context.Context, p *Prepared, opts UpgradeOptions) ([]string, error) {
-	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
-	if err != nil {
-		return nil, err
-	}
-	groups, err := p.Cloud.GetCloudGroups(stored.Cluster, stored.InstanceGroups, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("failed to list cloud groups of %s: %w", stored.Cluster.Name, err)
-	}
-	list := &kops.InstanceGroupList{}
-	for _, ig := range stored.InstanceGroups {
-		list.Items = append(list.Items, *ig)
-	}
-	ru := &instancegroups.RollingUpdateCluster{
-		Clientset:         p.Clientset,
-		Cluster:           stored.Cluster,
-		Cloud:             p.Cloud,
-		MasterInterval:    opts.Interval,
-		NodeInterval:      opts.Interval,
-		BastionInterval:   opts.Interval,
-		K8sClient:         opts.K8sClient,
-		CloudOnly:         opts.K8sClient == nil,
-		ClusterName:       stored.Cluster.Name,
-		FailOnDrainError:  true,
-		FailOnValidate:    true,
-		ValidationTimeout: 15 * time.Minute,
-		DrainTimeout:      15 * time.Minute,
-	}
-	ru.Options.InitDefaults()
-	if err := ru.RollingUpdate(ctx, groups, list); err != nil {
-		return nil, fmt.Errorf("rolling update of %s failed: %w", stored.Cluster.Name, err)
-	}
-	o := rollOrder(stored.InstanceGroups)
-	return append(o.controlPlane, o.nodes...), nil
 }

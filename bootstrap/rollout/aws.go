@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -24,9 +25,34 @@ type AWSCloud struct {
 	AWS       awsup.AWSCloud
 	Cluster   string
 	Clientset simple.Clientset
+
+	asgs sync.Map // group -> its autoscaling group's name
 }
 
-func (c *AWSCloud) asg(group string) string { return group + "." + c.Cluster }
+// asg names the group's autoscaling group as kops does:
+// "<group>.masters.<cluster>" for control-plane groups (their role is read
+// from the state store once), "<group>.<cluster>" for the others.
+func (c *AWSCloud) asg(ctx context.Context, group string) string {
+	if n, ok := c.asgs.Load(group); ok {
+		return n.(string)
+	}
+	name := group + "." + c.Cluster
+	if c.Clientset != nil {
+		cl, err := c.Clientset.GetCluster(ctx, c.Cluster)
+		if err != nil {
+			return name // not cached: the next call asks again
+		}
+		ig, err := c.Clientset.InstanceGroupsFor(cl).Get(ctx, group, metav1.GetOptions{})
+		if err != nil {
+			return name
+		}
+		if ig.IsControlPlane() {
+			name = group + ".masters." + c.Cluster
+		}
+	}
+	c.asgs.Store(group, name)
+	return name
+}
 
 // ResolveImage resolves ami-..., ssm:... and owner/name the way kops does.
 func (c *AWSCloud) ResolveImage(_ context.Context, image string) (string, error) {
@@ -42,12 +68,12 @@ func (c *AWSCloud) ResolveImage(_ context.Context, image string) (string, error)
 
 // Instances lists the group's instances with their launch-template versions.
 func (c *AWSCloud) Instances(ctx context.Context, group string) ([]Instance, int, error) {
-	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(ctx, group)}})
 	if err != nil {
-		return nil, 0, fmt.Errorf("failed to describe %s: %w", c.asg(group), err)
+		return nil, 0, fmt.Errorf("failed to describe %s: %w", c.asg(ctx, group), err)
 	}
 	if len(out.AutoScalingGroups) == 0 {
-		return nil, 0, fmt.Errorf("autoscaling group %s not found", c.asg(group))
+		return nil, 0, fmt.Errorf("autoscaling group %s not found", c.asg(ctx, group))
 	}
 	g := out.AutoScalingGroups[0]
 	var insts []Instance
@@ -64,9 +90,9 @@ func (c *AWSCloud) Instances(ctx context.Context, group string) ([]Instance, int
 // launchTemplate returns the group's launch template and the version the
 // group launches from (kops: "$Latest").
 func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name, version string, err error) {
-	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(ctx, group)}})
 	if err != nil || len(out.AutoScalingGroups) == 0 {
-		return "", "", "", fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
+		return "", "", "", fmt.Errorf("autoscaling group %s: %w", c.asg(ctx, group), errors.Join(err, errors.New("not found")))
 	}
 	g := out.AutoScalingGroups[0]
 	lt := g.LaunchTemplate
@@ -74,7 +100,7 @@ func (c *AWSCloud) launchTemplate(ctx context.Context, group string) (id, name, 
 		lt = g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
 	}
 	if lt == nil {
-		return "", "", "", fmt.Errorf("autoscaling group %s has no launch template", c.asg(group))
+		return "", "", "", fmt.Errorf("autoscaling group %s has no launch template", c.asg(ctx, group))
 	}
 	id = aws.ToString(lt.LaunchTemplateId)
 	lts, err := c.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
@@ -132,10 +158,10 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 	}
 	if launches != "$Latest" && launches != ch.NewVersion {
 		if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-			AutoScalingGroupName: aws.String(c.asg(group)),
+			AutoScalingGroupName: aws.String(c.asg(ctx, group)),
 			LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String(ch.NewVersion)},
 		}); err != nil {
-			return ImageChange{}, fmt.Errorf("failed to point %s at version %s: %w", c.asg(group), ch.NewVersion, err)
+			return ImageChange{}, fmt.Errorf("failed to point %s at version %s: %w", c.asg(ctx, group), ch.NewVersion, err)
 		}
 	}
 	if c.Clientset != nil && !relaunch {
@@ -160,16 +186,16 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 
 // SetDesired sets the group's desired capacity, raising its maximum if needed.
 func (c *AWSCloud) SetDesired(ctx context.Context, group string, n int) error {
-	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(group)}})
+	out, err := c.AWS.Autoscaling().DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{c.asg(ctx, group)}})
 	if err != nil || len(out.AutoScalingGroups) == 0 {
-		return fmt.Errorf("autoscaling group %s: %w", c.asg(group), errors.Join(err, errors.New("not found")))
+		return fmt.Errorf("autoscaling group %s: %w", c.asg(ctx, group), errors.Join(err, errors.New("not found")))
 	}
-	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(c.asg(group)), DesiredCapacity: aws.Int32(int32(n))}
+	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(c.asg(ctx, group)), DesiredCapacity: aws.Int32(int32(n))}
 	if int32(n) > aws.ToInt32(out.AutoScalingGroups[0].MaxSize) {
 		in.MaxSize = aws.Int32(int32(n))
 	}
 	if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, in); err != nil {
-		return fmt.Errorf("failed to set the capacity of %s to %d: %w", c.asg(group), n, err)
+		return fmt.Errorf("failed to set the capacity of %s to %d: %w", c.asg(ctx, group), n, err)
 	}
 	return nil
 }

@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,6 +87,7 @@ type rolloutOptions struct {
 	BakeTime       time.Duration
 	Kubeconfig     string
 	Rollback       bool
+	CloudOnly      bool
 }
 
 func newRolloutCommand(s streams.Streams) *cobra.Command {
@@ -142,9 +141,18 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 			return err
 		}
 	}
-	groups, err := o.strategies(def)
+	groups, err := bootstrap.Strategies(def, bootstrap.StrategyOverrides{Groups: o.Groups, MaxSurge: o.MaxSurge, MaxUnavailable: o.MaxUnavailable,
+		Canary: o.Canary, PauseAfterCanary: o.PauseCanary, BakeTime: o.BakeTime})
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.File, err)
+	}
+	cloudOnly, err := o.cloudOnly(ctx, store, resume)
 	if err != nil {
 		return err
+	}
+	for g, st := range groups {
+		st.CloudOnly = cloudOnly
+		groups[g] = st
 	}
 	cloud, err := awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: name})
 	if err != nil {
@@ -157,7 +165,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	awsCloud := &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}
 	opts := rollout.Options{
 		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout}, LockTTL: o.LockTTL,
-		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, progressLine(&st)) },
+		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },
 	}
 	if o.DrainGrace >= 0 {
 		opts.Drain.GracePeriod = new(int64(o.DrainGrace))
@@ -189,22 +197,47 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 		}
 		fmt.Fprintf(s.Out, "Rolling %s back onto %s\n", strings.Join(o.Groups, ", "), o.Image)
 	}
-	kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
-	if err != nil {
-		return err
+	var cluster rollout.Cluster
+	if !cloudOnly {
+		kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
+		if err != nil {
+			return err
+		}
+		if cluster, err = rollout.NewKubeCluster(ctx, kc); err != nil {
+			return err
+		}
+		opts.Checks = o.checks(kc, def)
 	}
-	kube, err := rollout.NewKubeCluster(ctx, kc)
-	if err != nil {
-		return err
-	}
-	opts.Checks = o.checks(kc, def)
 	host, _ := os.Hostname()
 	opts.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
-	st, err := rollout.New(awsCloud, kube, store, opts, nil).Start(ctx, name)
+	st, err := rollout.New(awsCloud, cluster, store, opts, nil).Start(ctx, name)
 	if st != nil {
-		printStatus(s, st)
+		st.Print(s.Out)
 	}
 	return err
+}
+
+// cloudOnly says whether this run rolls without Kubernetes: --cloud-only,
+// or resuming a rollout whose groups all roll cloud-only. Gates that look at
+// nodes cannot go with it.
+func (o *rolloutOptions) cloudOnly(ctx context.Context, store *rollout.VFSStore, resume bool) (bool, error) {
+	only := o.CloudOnly
+	if resume && !only {
+		st, err := store.Load(ctx)
+		if err != nil {
+			return false, err
+		}
+		if st != nil && len(st.Groups) > 0 {
+			only = true
+			for _, g := range st.Groups {
+				only = only && (g.Strategy.CloudOnly || g.Done)
+			}
+		}
+	}
+	if only && (len(o.HTTPChecks) > 0 || len(o.CommandChecks) > 0 || o.Validate) {
+		return false, errors.New("--check-http, --check-command and --validate-cluster gate on nodes: a cloud-only rollout has none")
+	}
+	return only, nil
 }
 
 // rollbackTarget sets o's image and groups to the previous image of the
@@ -220,8 +253,11 @@ func rollbackTarget(ctx context.Context, store *rollout.VFSStore, o *rolloutOpti
 	if prev.Status == rollout.StatusRunning || prev.Status == rollout.StatusAborting {
 		return nil, fmt.Errorf("rollout %s is %s: abort it and let it stop first", prev.ID, prev.Status)
 	}
+	if prev.Image == "" {
+		return nil, fmt.Errorf("rollout %s (%s) changed no image: there is no image to roll back to", prev.ID, prev.Reason)
+	}
 	o.Image, o.Groups = "", nil
-	for _, g := range sortedGroups(prev) {
+	for _, g := range prev.GroupNames() {
 		p := prev.Groups[g]
 		if p.PrevImage == "" {
 			continue
@@ -296,6 +332,7 @@ func (o *rolloutOptions) addRunFlags(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&o.CommandChecks, "check-command", nil, "gate: this shell command must exit 0 for each new node, run with TRELLIS_NODE, TRELLIS_NODE_IP, TRELLIS_PROVIDER_ID (repeatable)")
 	cmd.Flags().DurationVar(&o.CheckTimeout, "check-timeout", 30*time.Second, "timeout of one --check-http or --check-command attempt")
 	cmd.Flags().BoolVar(&o.Validate, "validate-cluster", false, "gate: the cluster passes what 'trellis cluster validate' checks (every group's nodes Ready, critical kube-system pods Ready, the addons rolled out)")
+	cmd.Flags().BoolVar(&o.CloudOnly, "cloud-only", false, "roll without Kubernetes, like kops's --cloudonly: nothing drained, and a new instance passes when its group reports it in service (a resume of such a rollout needs no flag)")
 	cmd.Flags().DurationVar(&o.LockTTL, "lock-ttl", 5*time.Minute, "how long the rollout's lock outlives a run that stopped renewing it (another run takes over only after it)")
 }
 
@@ -346,65 +383,11 @@ func newStatusCommand(s streams.Streams) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			printStatus(s, st)
+			st.Print(s.Out)
 			return nil
 		},
 	}
 	o.add(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
-}
-
-func progressLine(st *rollout.State) string {
-	var parts []string
-	for _, name := range sortedGroups(st) {
-		g := st.Groups[name]
-		step := "done"
-		if !g.Done {
-			step = "pending"
-			if g.Batch != nil {
-				step = fmt.Sprintf("batch %d: %s", g.Batch.N, g.Batch.Step)
-			}
-		}
-		p := fmt.Sprintf("%s %d/%d (%s)", name, len(g.Replaced), len(g.Old), step)
-		if g.Blocked != "" {
-			p += " blocked by PDB " + g.Blocked
-		}
-		parts = append(parts, p)
-	}
-	return fmt.Sprintf("[%s] %s", time.Now().Format("15:04:05"), strings.Join(parts, "; "))
-}
-
-func printStatus(s streams.Streams, st *rollout.State) {
-	fmt.Fprintf(s.Out, "Rollout %s of %s to %s: %s %s\n", st.ID, st.Cluster, st.Image, st.Status, st.Message)
-	w := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "GROUP\tREPLACED\tSTEP\tBLOCKED BY")
-	for _, name := range sortedGroups(st) {
-		g := st.Groups[name]
-		step := "-"
-		switch {
-		case g.Done:
-			step = "done"
-		case g.Batch != nil:
-			step = fmt.Sprintf("batch %d: %s", g.Batch.N, g.Batch.Step)
-		}
-		fmt.Fprintf(w, "%s\t%d/%d\t%s\t%s\n", name, len(g.Replaced), len(g.Old), step, g.Blocked)
-	}
-	_ = w.Flush()
-}
-
-func sortedGroups(st *rollout.State) []string {
-	var names []string
-	for n := range st.Groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func deref(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

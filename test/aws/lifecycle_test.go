@@ -3,6 +3,7 @@ package aws
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/internal/awsemu"
 	"github.com/trellis-dev/trellis/internal/awsemu/awsemutest"
 )
@@ -172,5 +174,53 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 		if r := trellis("cluster", "diff", "-f", def); r.code != 0 || !strings.Contains(r.out, "Spec: no changes.") {
 			t.Errorf("diff after the failed upgrade: %s", r)
 		}
+	})
+
+	t.Run("upgrade rolls the control plane alone, then the nodes, on the rollout engine", func(t *testing.T) {
+		before := groupInstances(t, aws)
+		r := trellis("cluster", "upgrade", "-f", def, "--to", "1.36.1", "--yes", "--gate-timeout", "2m")
+		if r.code != 0 || !strings.Contains(r.out, "Upgraded "+clusterName+" to v1.36.1") {
+			t.Fatalf("upgrade --yes: %s", r)
+		}
+		after := groupInstances(t, aws)
+		for g, old := range before {
+			if len(after[g]) != len(old) {
+				t.Errorf("%s: %d instances after the upgrade, %d before", g, len(after[g]), len(old))
+			}
+			for _, id := range old {
+				if slices.Contains(after[g], id) {
+					t.Errorf("%s: instance %s survived the upgrade", g, id)
+				}
+			}
+		}
+		st := rolloutState(t, trellis, def)
+		if st.Status != rollout.StatusDone || st.Reason != "upgrade to v1.36.1" {
+			t.Fatalf("the upgrade's rollout: %s %q", st.Status, st.Reason)
+		}
+		cp := st.Groups["control-plane-us-east-1a"]
+		for _, g := range []string{"general", "batch"} {
+			if n := st.Groups[g]; n == nil || n.Started.Before(cp.Finished) || len(n.Replaced) != len(before[g+"."+clusterName]) {
+				t.Errorf("node group %s: %+v; want it started after the control plane finished (%s) and every instance replaced", g, n, cp.Finished)
+			}
+		}
+		if !cp.Strategy.CloudOnly || cp.Strategy.MaxUnavailable != 1 || cp.Strategy.MaxSurge != 0 {
+			t.Errorf("control plane rolled with %+v, want in place, one at a time, cloud-only (no kubeconfig)", cp.Strategy)
+		}
+		upgraded := definition(t, nil) // 1.36.1
+		if r := trellis("cluster", "diff", "-f", upgraded); r.code != 0 || !strings.Contains(r.out, "Spec: no changes.") || !strings.Contains(r.out, "Cloud: no changes.") {
+			t.Errorf("diff after the upgrade: %s", r)
+		}
+		if r := run(t, kopsEnv(proxy.URL), kopsBinary(t), "update", "cluster", "--name", clusterName, "--state", state); r.code != 0 || !strings.Contains(r.out+r.stderr, "No changes need to be applied") {
+			t.Errorf("kops update cluster after the upgrade: %s", r)
+		}
+		for to, want := range map[string]string{"1.36.1": "already at that version", "1.35.5": "downgrades are not supported", "1.38.0": "unsupported Kubernetes version"} {
+			if r := trellis("cluster", "upgrade", "-f", upgraded, "--to", to, "--yes"); r.code == 0 || !strings.Contains(r.stderr, want) {
+				t.Errorf("upgrade to %s after the upgrade: %s; want %q", to, r, want)
+			}
+		}
+	})
+
+	t.Run("pause, resume, abort, status and rollback across processes", func(t *testing.T) {
+		controls(t, aws, env, definition(t, nil))
 	})
 }

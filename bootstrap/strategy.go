@@ -1,8 +1,9 @@
-package ami
+package bootstrap
 
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -10,11 +11,22 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
 
-// strategies are the rollout strategies of the groups to roll: the
+// StrategyOverrides are what a user's flags change in the strategies a
+// definition gives its groups.
+type StrategyOverrides struct {
+	// Groups to roll (default: every node group).
+	Groups []string
+	// MaxSurge and MaxUnavailable override every group's; -1 keeps them.
+	MaxSurge, MaxUnavailable int
+	Canary, PauseAfterCanary bool
+	BakeTime                 time.Duration
+}
+
+// Strategies are the rollout strategies of def's node groups: the
 // definition's maxSurge and maxUnavailable (a percentage of the group's
 // minimum size: surge rounded up, unavailable down, as Kubernetes does),
-// overridden by the flags.
-func (o *rolloutOptions) strategies(def *definition.ClusterDefinition) (map[string]rollout.Strategy, error) {
+// overridden by o.
+func Strategies(def *definition.ClusterDefinition, o StrategyOverrides) (map[string]rollout.Strategy, error) {
 	groups := map[string]rollout.Strategy{}
 	for _, ig := range def.InstanceGroups {
 		if len(o.Groups) > 0 && !slices.Contains(o.Groups, ig.Name) {
@@ -22,20 +34,23 @@ func (o *rolloutOptions) strategies(def *definition.ClusterDefinition) (map[stri
 		}
 		s, err := o.strategy(ig)
 		if err != nil {
-			return nil, fmt.Errorf("%s: instance group %s: %w", o.File, ig.Name, err)
+			return nil, fmt.Errorf("instance group %s: %w", ig.Name, err)
 		}
 		groups[ig.Name] = s
 	}
 	for _, g := range o.Groups {
 		if _, ok := groups[g]; !ok {
-			return nil, fmt.Errorf("%s: no instance group %q", o.File, g)
+			return nil, fmt.Errorf("no instance group %q", g)
 		}
 	}
 	return groups, nil
 }
 
-func (o *rolloutOptions) strategy(ig definition.InstanceGroup) (rollout.Strategy, error) {
-	size := int(deref(ig.MinSize))
+func (o StrategyOverrides) strategy(ig definition.InstanceGroup) (rollout.Strategy, error) {
+	size := 0
+	if ig.MinSize != nil {
+		size = int(*ig.MinSize)
+	}
 	surge, err := scaled(ig.MaxSurge, size, true)
 	if err != nil {
 		return rollout.Strategy{}, fmt.Errorf("maxSurge: %w", err)
@@ -56,7 +71,7 @@ func (o *rolloutOptions) strategy(ig definition.InstanceGroup) (rollout.Strategy
 	if surge > 0 {
 		unavailable = 0 // surged batches keep every old node until its replacement passes
 	}
-	s := rollout.Strategy{MaxSurge: surge, MaxUnavailable: unavailable, Canary: o.Canary, PauseAfterCanary: o.PauseCanary, BakeTime: o.BakeTime}
+	s := rollout.Strategy{MaxSurge: surge, MaxUnavailable: unavailable, Canary: o.Canary, PauseAfterCanary: o.PauseAfterCanary, BakeTime: o.BakeTime}
 	return s, s.Validate()
 }
 

@@ -1,12 +1,8 @@
-package ami
+package bootstrap
 
 import (
-	"context"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
@@ -33,7 +29,7 @@ func TestStrategyFromDefinition(t *testing.T) {
 		{"bad value", ig(8, "lots", "0"), -1, -1, rollout.Strategy{}, "maxSurge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &rolloutOptions{MaxSurge: tc.flagSurge, MaxUnavailable: tc.flagUnavail}
+			o := StrategyOverrides{MaxSurge: tc.flagSurge, MaxUnavailable: tc.flagUnavail}
 			got, err := o.strategy(tc.ig)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -48,14 +44,10 @@ func TestStrategyFromDefinition(t *testing.T) {
 	}
 }
 
-func TestValidateCheckIsClusterValidate(t *testing.T) {
-	l, err := definition.Load("../../clusters/staging-us-west-2.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An empty cluster: `cluster validate` fails it (no nodes, no addons), and so does the gate.
-	err = validateCheck(fake.NewClientset(), l.ClusterDefinition)(context.Background(), &corev1.Node{})
-	if err == nil || !strings.Contains(err.Error(), "cluster validation: ") {
-		t.Fatalf("gate on an empty cluster: %v, want the validation's failure", err)
+func TestStrategiesNameUnknownGroups(t *testing.T) {
+	min := int32(2)
+	def := &definition.ClusterDefinition{InstanceGroups: []definition.InstanceGroup{{Name: "general", MinSize: &min}}}
+	if _, err := Strategies(def, StrategyOverrides{Groups: []string{"gpu"}, MaxSurge: -1, MaxUnavailable: -1}); err == nil || !strings.Contains(err.Error(), `no instance group "gpu"`) {
+		t.Fatalf("unknown group: %v", err)
 	}
 }
