@@ -61,6 +61,7 @@ bench: tools ## Run benchmarks and print their numbers (controller vs native; Zo
 	@command -v rsyslogd >/dev/null || { echo "bench/logshipper compares with rsyslog: apt-get install rsyslog"; exit 1; }
 	$(GO) run ./bench/logshipper -lines 2000000
 	$(GO) run ./bench/amirollout -nodes 2500 -pods 35000
+	$(GO) run ./bench/awsrollout -nodes 6
 	$(GO) run ./bench/reads -nodes 50 -pods 2000
 	$(GO) run ./bench/surge -planned 300 -factor 3
 

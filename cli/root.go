@@ -14,7 +14,7 @@ import (
 	"github.com/trellis-dev/trellis/cli/ami"
 	"github.com/trellis-dev/trellis/cli/cluster"
 	etcdcmd "github.com/trellis-dev/trellis/cli/etcd"
-	"github.com/trellis-dev/trellis/cli/internal/logs"
+	"github.com/trellis-dev/trellis/internal/logs"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	localcmd "github.com/trellis-dev/trellis/cli/local"
 	quotacmd "github.com/trellis-dev/trellis/cli/quota"

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,12 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/klog/v2"
+
 	"k8s.io/kops/pkg/apis/kops"
 	"k8s.io/kops/pkg/cloudinstances"
 	"k8s.io/kops/pkg/instancegroups"
 	"k8s.io/kops/pkg/validation"
 	"k8s.io/kops/upup/pkg/fi"
+
+	"github.com/trellis-dev/trellis/internal/logs"
 )
 
 // realBoot is what one simulated boot stands for: an EC2 instance booting
@@ -57,7 +58,7 @@ type kopsResult struct {
 // the PDBs) from the simulation, and a cluster validator that fails while an
 // instance of the group has not booted.
 func runKops(ctx context.Context, s *sim) (kopsResult, error) {
-	quietKops()
+	_ = logs.Setup(0, io.Discard)
 	// `kops update cluster --yes`: new launch-template versions.
 	s.mu.Lock()
 	names := make([]string, 0, len(s.groups))
@@ -128,17 +129,6 @@ func runKops(ctx context.Context, s *sim) (kopsResult, error) {
 		}
 	}
 	return kopsResult{replaced: replaced, wall: wall, calls: calls.Load()}, nil
-}
-
-// quietKops sends kops's and client-go's klog lines nowhere: the bench
-// prints its own figures.
-func quietKops() {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	_ = fs.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(io.Discard)
 }
 
 func (s *sim) scaled(d time.Duration) time.Duration {

@@ -80,3 +80,32 @@ func (s *Clients) Parameter(ctx context.Context, name, value string) error {
 	}
 	return nil
 }
+
+// GroupImages returns the image of every instance of an autoscaling group,
+// by instance id.
+func (s *Clients) GroupImages(ctx context.Context, asg string) (map[string]string, error) {
+	out, err := s.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to describe %s: %w", asg, err)
+	}
+	var ids []string
+	for _, g := range out.AutoScalingGroups {
+		for _, in := range g.Instances {
+			ids = append(ids, aws.ToString(in.InstanceId))
+		}
+	}
+	m := map[string]string{}
+	if len(ids) == 0 {
+		return m, nil
+	}
+	insts, err := s.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("failed to describe the instances of %s: %w", asg, err)
+	}
+	for _, r := range insts.Reservations {
+		for _, in := range r.Instances {
+			m[aws.ToString(in.InstanceId)] = aws.ToString(in.ImageId)
+		}
+	}
+	return m, nil
+}

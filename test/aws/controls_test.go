@@ -10,7 +10,6 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/internal/awsemu"
@@ -35,19 +34,9 @@ func groupInstances(t *testing.T, c *awsemu.Clients) map[string][]string {
 // images are the images the group's instances run, by instance.
 func images(t *testing.T, c *awsemu.Clients, group string) map[string]string {
 	t.Helper()
-	ids := groupInstances(t, c)[group+"."+clusterName]
-	if len(ids) == 0 {
-		t.Fatalf("group %s has no instances", group)
-	}
-	out, err := c.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]string{}
-	for _, r := range out.Reservations {
-		for _, in := range r.Instances {
-			m[awssdk.ToString(in.InstanceId)] = awssdk.ToString(in.ImageId)
-		}
+	m, err := c.GroupImages(context.Background(), group+"."+clusterName)
+	if err != nil || len(m) == 0 {
+		t.Fatalf("instances of %s: %v, %v", group, m, err)
 	}
 	return m
 }

@@ -1,6 +1,6 @@
 // Package logs routes the logs of the libraries Trellis drives (kops and
 // client-go log through klog) by verbosity: errors only by default, all of
-// it from -v 1.
+// it from -v 1. The CLI and the benches use it.
 package logs
 
 import (
