@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/trellis-dev/trellis/addons/manifests"
+	"github.com/trellis-dev/trellis/config/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/config"
 )
@@ -27,7 +27,7 @@ import (
 // Namespace is where the runtime runs.
 const Namespace = "trellis-system"
 
-// Addon is an entry of the bundle's index (addons/manifests/index.yaml).
+// Addon is an entry of the bundle's index (config/manifests/index.yaml).
 type Addon = manifests.Addon
 
 // Rendered is one addon's objects, ready to apply.

@@ -41,7 +41,7 @@ func TestIndexFlowSchemas(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, r.Addon.FlowSchemas) {
-			t.Errorf("addon %s ships FlowSchemas %v, addons/manifests/index.yaml names %v", r.Addon.Name, got, r.Addon.FlowSchemas)
+			t.Errorf("addon %s ships FlowSchemas %v, config/manifests/index.yaml names %v", r.Addon.Name, got, r.Addon.FlowSchemas)
 		}
 	}
 }

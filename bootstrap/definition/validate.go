@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/trellis-dev/trellis/addons/manifests"
+	"github.com/trellis-dev/trellis/config/manifests"
 	"github.com/trellis-dev/trellis/internal/versions"
 )
 
@@ -25,7 +25,7 @@ var (
 )
 
 // CheckAddonRange reports the addons of d that do not support Kubernetes v,
-// as the addon bundle's index (addons/manifests) says.
+// as the addon bundle's index (config/manifests) says.
 func CheckAddonRange(d *ClusterDefinition, p *field.Path, v semver.Version) field.ErrorList {
 	var errs field.ErrorList
 	for i, a := range d.Addons {

@@ -28,7 +28,7 @@ func TestIndexMatchesDirectories(t *testing.T) {
 		names = append(names, a.Name)
 		files, err := fs.ReadDir(FS, a.Name)
 		if err != nil || len(files) == 0 {
-			t.Errorf("addon %s has no embedded templates in addons/manifests/%s/ (*.yaml): %v", a.Name, a.Name, err)
+			t.Errorf("addon %s has no embedded templates in config/manifests/%s/ (*.yaml): %v", a.Name, a.Name, err)
 		}
 	}
 	slices.Sort(dirs)

@@ -113,7 +113,7 @@ func mustIndex() []Addon {
 	}
 	index, err := ParseIndex(b)
 	if err != nil {
-		panic(fmt.Sprintf("addons/manifests/index.yaml: %v", err))
+		panic(fmt.Sprintf("config/manifests/index.yaml: %v", err))
 	}
 	return index
 }
