@@ -58,6 +58,10 @@ func SetDefaults(d *ClusterDefinition) {
 		if ig.Role == "" {
 			ig.Role = RoleNode
 		}
+		if ig.Architecture == "" {
+			ig.Architecture = ArchAMD64
+		}
+
 		if ig.MaxSurge == "" {
 			ig.MaxSurge = DefaultMaxSurge
 		}

@@ -50,6 +50,8 @@ type ClusterDefinition struct {
 	Addons         []Addon           `json:"addons,omitempty"`
 	Runtime        Runtime           `json:"runtime"`
 	CloudLabels    map[string]string `json:"cloudLabels,omitempty"`
+	// InstanceDefaults apply to every group, the control plane's too.
+	InstanceDefaults InstanceSettings `json:"instanceDefaults"`
 }
 
 // Network is the cluster's address plan.
@@ -77,6 +79,10 @@ type ControlPlane struct {
 	ControllerManager ClientTuning `json:"controllerManager"`
 	Scheduler         ClientTuning `json:"scheduler"`
 	Etcd              Etcd         `json:"etcd"`
+	// InstanceMetadata and RootVolume of the control-plane instances
+	// (default: instanceDefaults).
+	InstanceMetadata *InstanceMetadata `json:"instanceMetadata,omitempty"`
+	RootVolume       *RootVolume       `json:"rootVolume,omitempty"`
 }
 
 // APIServer tunes kube-apiserver.
@@ -117,6 +123,19 @@ type InstanceGroup struct {
 	Taints         []string          `json:"taints,omitempty"`
 	MaxSurge       string            `json:"maxSurge,omitempty"`
 	MaxUnavailable string            `json:"maxUnavailable,omitempty"`
+	// Architecture of the machine types and image: amd64 (default) or
+	// arm64 (Graviton).
+	Architecture     string            `json:"architecture,omitempty"`
+	InstanceMetadata *InstanceMetadata `json:"instanceMetadata,omitempty"`
+	RootVolume       *RootVolume       `json:"rootVolume,omitempty"`
+	MixedInstances   *MixedInstances   `json:"mixedInstances,omitempty"`
+	WarmPool         *WarmPool         `json:"warmPool,omitempty"`
+	// MaxInstanceLifetime replaces instances older than this (at least
+	// 24h), e.g. 168h.
+	MaxInstanceLifetime string `json:"maxInstanceLifetime,omitempty"`
+	// CloudLabels are tags on the group's instances, beside the cluster's.
+	CloudLabels map[string]string `json:"cloudLabels,omitempty"`
+	Kubelet     *Kubelet          `json:"kubelet,omitempty"`
 }
 
 // Addon selects an addon of the bundle and its values.

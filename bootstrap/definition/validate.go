@@ -79,6 +79,8 @@ func Validate(d *ClusterDefinition) field.ErrorList {
 	}
 	errs = append(errs, validateNetwork(d)...)
 	errs = append(errs, validateControlPlane(d)...)
+	errs = append(errs, validateInstanceSettings(field.NewPath("instanceDefaults"), d.InstanceDefaults.InstanceMetadata, d.InstanceDefaults.RootVolume, d.volumeType(nil))...)
+	errs = append(errs, validateInstanceSettings(field.NewPath("controlPlane"), d.ControlPlane.InstanceMetadata, d.ControlPlane.RootVolume, d.volumeType(d.ControlPlane.RootVolume))...)
 	errs = append(errs, validateInstanceGroups(d)...)
 	errs = append(errs, validateAddons(d)...)
 	errs = append(errs, validateRuntime(d)...)
@@ -372,6 +374,7 @@ func validateInstanceGroups(d *ClusterDefinition) field.ErrorList {
 		if isZero(ig.MaxSurge) && isZero(ig.MaxUnavailable) {
 			errs = append(errs, field.Invalid(p.Child("maxUnavailable"), ig.MaxUnavailable, "maxSurge and maxUnavailable cannot both be zero: the group could never roll"))
 		}
+		errs = append(errs, validateGroupInstances(d, p, &ig)...)
 	}
 	return errs
 }

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/trellis-dev/trellis/config/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/config/manifests"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 

@@ -108,13 +108,15 @@ func ToKops(d *definition.ClusterDefinition) (*Spec, error) {
 	for _, zone := range cp.Zones {
 		igName := ControlPlaneGroupPrefix + zone
 		members = append(members, kops.EtcdMemberSpec{Name: zoneSuffix(zone), InstanceGroup: new(igName), EncryptedVolume: new(true)})
-		spec.InstanceGroups = append(spec.InstanceGroups, instanceGroup(name, igName, kops.InstanceGroupRoleControlPlane, kops.InstanceGroupSpec{
+		cpg := instanceGroup(name, igName, kops.InstanceGroupRoleControlPlane, kops.InstanceGroupSpec{
 			Image:       cp.Image,
 			MachineType: cp.MachineType,
 			MinSize:     new(int32(1)),
 			MaxSize:     new(int32(1)),
 			Subnets:     []string{zone},
-		}))
+		})
+		instanceSettings(d, &cpg.Spec, cp.InstanceMetadata, cp.RootVolume)
+		spec.InstanceGroups = append(spec.InstanceGroups, cpg)
 	}
 	etcdEnv := []kops.EnvVar{
 		{Name: "ETCD_QUOTA_BACKEND_BYTES", Value: strconv.FormatInt(cp.Etcd.QuotaBackendBytes, 10)},
@@ -154,6 +156,8 @@ func ToKops(d *definition.ClusterDefinition) (*Spec, error) {
 		for k, v := range g.Labels {
 			ig.Spec.NodeLabels[k] = v
 		}
+		instanceSettings(d, &ig.Spec, g.InstanceMetadata, g.RootVolume)
+		nodeGroupSettings(&ig.Spec, &g)
 		spec.InstanceGroups = append(spec.InstanceGroups, ig)
 	}
 	sort.SliceStable(spec.InstanceGroups, func(i, j int) bool { return spec.InstanceGroups[i].Name < spec.InstanceGroups[j].Name })
