@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/trellis-dev/trellis/config/manifests"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/config"
+	"github.com/trellis-dev/trellis/config/manifests"
 )
 
 // Namespace is where the runtime runs.

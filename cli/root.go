@@ -14,11 +14,11 @@ import (
 	"github.com/trellis-dev/trellis/cli/ami"
 	"github.com/trellis-dev/trellis/cli/cluster"
 	etcdcmd "github.com/trellis-dev/trellis/cli/etcd"
-	"github.com/trellis-dev/trellis/internal/logs"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	localcmd "github.com/trellis-dev/trellis/cli/local"
 	quotacmd "github.com/trellis-dev/trellis/cli/quota"
 	zkcmd "github.com/trellis-dev/trellis/cli/zk"
+	"github.com/trellis-dev/trellis/internal/logs"
 )
 
 // Streams are the command's standard streams.
