@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/aws-emulator-research.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + five edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + eight edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -12,10 +12,13 @@
 6 RegisterImage keeps Architecture, RootDeviceName and VirtualizationType (moto: drops them, so
   kops refuses every instance type: "machine type architecture x86_64 does not match image architecture \"\"").
 7 TerminateInstanceInAutoScalingGroup of an instance no group holds: ValidationError, as AWS
-  answers (moto: StopIteration/HTTP 500, so a rollout resumed after a kill could not retry a terminate)."""
+  answers (moto: StopIteration/HTTP 500, so a rollout resumed after a kill could not retry a terminate).
+8 Create/UpdateAutoScalingGroup keep MaxInstanceLifetime, and DescribeAutoScalingGroups returns it
+  (moto: drops it, so kops plans the change again after every apply)."""
 import copy, sys
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
+from moto.autoscaling.responses import AutoScalingResponse
 from moto.core.responses import ActionResult
 from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
@@ -38,6 +41,16 @@ def terminate_instance(self, instance_id, should_decrement):
         raise ValidationError(f"Instance Id not found - No managed instance found for instance ID: {instance_id}")
     return _terminate(self, instance_id, should_decrement)
 B.terminate_instance = terminate_instance
+
+def _lifetime(orig):                                                          # 8
+    def f(self):
+        out = orig(self)
+        if (v := self._get_int_param("MaxInstanceLifetime")) is not None:
+            self.autoscaling_backend.autoscaling_groups[self._get_param("AutoScalingGroupName")].max_instance_lifetime = v
+        return out
+    return f
+R = AutoScalingResponse
+R.create_auto_scaling_group, R.update_auto_scaling_group = _lifetime(R.create_auto_scaling_group), _lifetime(R.update_auto_scaling_group)
 
 _modify_subnet = Subnets.modify_subnet_attribute                              # 2
 def modify_subnet_attribute(self):

@@ -85,6 +85,10 @@ func kopsEnv(url string) []string {
 		"AWS_ACCESS_KEY_ID=trellis-emulator", "AWS_SECRET_ACCESS_KEY=trellis-emulator",
 		"S3_ACCESS_KEY_ID=trellis-emulator", "S3_SECRET_ACCESS_KEY=trellis-emulator",
 		"AWS_EC2_METADATA_DISABLED=true",
+		// kops fetches its channel from GitHub; a closed loopback proxy
+		// makes that fail at once, without a DNS query leaving the machine
+		// (loopback, the emulator, is never proxied).
+		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9",
 		"KOPS_BASE_URL=file://" + filepath.Join(cacheDir(), "kops", "offline-assets", kopsroot.Version) + "/",
 	}
 }
