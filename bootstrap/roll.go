@@ -17,7 +17,7 @@ import (
 // then the node groups together with their definition's strategies
 // (phase n). Control-plane groups whose instances are not nodes of the
 // cluster, and every group without a client, roll cloud-only.
-func roll(ctx context.Context, p *Prepared, def *definition.ClusterDefinition, opts UpgradeOptions, reason string, store rollout.Store, res *UpgradeResult) error {
+func roll(ctx context.Context, p *Prepared, def *definition.ClusterDefinition, opts UpgradeOptions, reason string, store rollout.Store, res *UpgradeResult, replaceAll map[string]bool) error {
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
@@ -46,11 +46,11 @@ func roll(ctx context.Context, p *Prepared, def *definition.ClusterDefinition, o
 	}
 	order := rollOrder(stored.InstanceGroups)
 	for name, s := range groups {
-		s.Phase, s.CloudOnly = len(order.controlPlane), kube == nil
+		s.Phase, s.CloudOnly, s.ReplaceAll = len(order.controlPlane), kube == nil, replaceAll[name]
 		groups[name] = s
 	}
 	for i, cp := range order.controlPlane {
-		s := rollout.Strategy{MaxUnavailable: 1, Phase: i, CloudOnly: kube == nil}
+		s := rollout.Strategy{MaxUnavailable: 1, Phase: i, CloudOnly: kube == nil, ReplaceAll: replaceAll[cp]}
 		if kube != nil {
 			nodes, err := hasNodes(ctx, cloud, kube, cp)
 			if err != nil {

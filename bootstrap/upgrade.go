@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,17 +118,16 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 	if err != nil {
 		return nil, err
 	}
-	if inflight != nil && inflight.Status != rollout.StatusDone && inflight.Status != rollout.StatusAborted {
+	if unfinished(inflight) {
 		if inflight.Reason != reason || from != res.To {
-			return nil, fmt.Errorf("%w: rollout %s (%s) is %s; finish it with `trellis ami resume` or stop it with `trellis ami abort` first",
-				ErrRolloutInProgress, inflight.ID, cmp.Or(inflight.Reason, "image "+inflight.Image), inflight.Status)
+			return nil, inProgress(inflight)
 		}
 		if !opts.Yes {
 			fmt.Fprintf(out, "The roll of the upgrade to %s is %s (rollout %s): pass --yes to resume it.\n", res.To, inflight.Status, inflight.ID)
 			return res, nil
 		}
 		fmt.Fprintf(out, "Resuming the roll of the upgrade to %s (rollout %s, %s).\n", res.To, inflight.ID, inflight.Status)
-		return res, roll(ctx, p, def, opts, reason, store, res)
+		return res, roll(ctx, p, def, opts, reason, store, res, nil)
 	}
 	if err := CheckSkew(def, from, opts.To); err != nil {
 		return nil, err
@@ -151,7 +149,7 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 		fmt.Fprintln(out, "Dry run: pass --yes to upgrade.")
 		return res, nil
 	}
-	if err := roll(ctx, p, def, opts, reason, store, res); err != nil {
+	if err := roll(ctx, p, def, opts, reason, store, res, nil); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "Upgraded %s to %s. Set kubernetesVersion: %s in the cluster definition.\n", name, res.To, to)

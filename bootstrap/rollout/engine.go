@@ -340,7 +340,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			g.Started = r.opts.Clock.Now()
 			g.Old = nil
 			for _, in := range insts {
-				if in.Version != next {
+				if in.Version != next || g.Strategy.ReplaceAll {
 					g.Old = append(g.Old, in.ID)
 				}
 			}

@@ -518,3 +518,25 @@ func TestCloudOnlyGatesOnTheCloud(t *testing.T) {
 		t.Fatalf("cloud-only rollout: %v (%+v)", s.err, s.st)
 	}
 }
+
+// TestReplaceAllRelaunchesCurrentInstances: a group whose change the launch
+// template does not carry is rolled whole; its neighbour, unchanged and on
+// its newest version, keeps its instances.
+func TestReplaceAllRelaunchesCurrentInstances(t *testing.T) {
+	t.Parallel()
+	cloud := newMemCloud(map[string]int{"spot": 2, "general": 2})
+	before, _, _ := cloud.Instances(context.Background(), "general")
+	st, err := rollout.New(cloud, nil, &memStore{}, rollout.Options{Relaunch: true, Reason: "definition change", Groups: map[string]rollout.Strategy{
+		"spot": {MaxSurge: 1, CloudOnly: true, ReplaceAll: true}, "general": {MaxSurge: 1, CloudOnly: true},
+	}}, nil).Start(context.Background(), "test")
+	if err != nil || st.Status != rollout.StatusDone {
+		t.Fatalf("relaunch: %v (%+v)", err, st)
+	}
+	if n := len(st.Groups["spot"].Replaced); n != 2 {
+		t.Errorf("spot: %d replaced, want both", n)
+	}
+	after, _, _ := cloud.Instances(context.Background(), "general")
+	if n := len(st.Groups["general"].Replaced); n != 0 || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("general: %d replaced (%v -> %v), want none", n, before, after)
+	}
+}

@@ -72,6 +72,11 @@ type Strategy struct {
 	// the cloud reports it in service. For clusters whose API cannot be
 	// reached, and for instances that are not nodes.
 	CloudOnly bool `json:"cloudOnly,omitempty"`
+	// ReplaceAll replaces every instance of the group, not only those
+	// launched from an older launch-template version (a definition change
+	// the launch template does not carry, such as the instance types of a
+	// mixed-instances policy).
+	ReplaceAll bool `json:"replaceAll,omitempty"`
 }
 
 func (s Strategy) inPlace() bool { return s.MaxSurge == 0 && s.MaxUnavailable > 0 }

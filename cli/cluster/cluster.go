@@ -28,7 +28,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Use:   "cluster",
 		Short: "Render, create, diff, upgrade and validate clusters from their definitions",
 	}
-	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpgradeCommand(s), newValidateCommand(s))
+	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpdateCommand(s), newUpgradeCommand(s), newValidateCommand(s))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -10,13 +11,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
-type upgradeOptions struct {
+// rollFlags are how upgrade and update roll the groups.
+type rollFlags struct {
 	stateFlags
-	To          string
 	Yes         bool
 	Kubeconfig  string
 	Interval    time.Duration
@@ -24,8 +26,58 @@ type upgradeOptions struct {
 	LockTTL     time.Duration
 }
 
+func (o *rollFlags) add(cmd *cobra.Command) {
+	o.stateFlags.add(cmd)
+	cmd.Flags().BoolVar(&o.Yes, "yes", false, "store, apply and roll (default: plan only)")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to drain nodes and gate on them while rolling (default: cloud-only)")
+	cmd.Flags().DurationVar(&o.Interval, "interval", 0, "pause after each batch of a node group while rolling")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new instances may take to pass the health gates")
+	cmd.Flags().DurationVar(&o.LockTTL, "lock-ttl", 5*time.Minute, "how long the roll's lock outlives a run that stopped renewing it")
+}
+
+// options turns the flags into the library's options.
+func (o *rollFlags) options(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams) (bootstrap.UpgradeOptions, error) {
+	opts, err := o.applyOptions(ctx, def, s, false)
+	if err != nil {
+		return bootstrap.UpgradeOptions{}, err
+	}
+	opts.Yes = o.Yes
+	host, _ := os.Hostname()
+	uo := bootstrap.UpgradeOptions{ApplyOptions: opts, Interval: o.Interval, Roll: rollout.Options{
+		Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), GateTimeout: o.GateTimeout, LockTTL: o.LockTTL,
+		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },
+	}}
+	if o.Kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			return uo, err
+		}
+		if uo.K8sClient, err = kubernetes.NewForConfig(cfg); err != nil {
+			return uo, err
+		}
+	}
+	return uo, nil
+}
+
+func printRoll(s streams.Streams, res *bootstrap.UpgradeResult) {
+	if res != nil && res.Rollout != nil {
+		res.Rollout.Print(s.Out)
+	}
+}
+
+const rollHelp = `With --kubeconfig, old nodes are tainted, cordoned and drained through the
+Eviction API (PodDisruptionBudgets honoured) and new ones must be Ready with
+every runtime DaemonSet pod Ready before the next batch; control-plane
+instances that are not nodes of the cluster roll cloud-only. Without it the
+roll is cloud-only: a new instance passes when its group reports it in
+service.
+
+The roll is kept in the state store: run the same command again after a crash
+and it resumes; 'trellis ami status|pause|resume|abort' work on it.`
+
 func newUpgradeCommand(s streams.Streams) *cobra.Command {
-	o := &upgradeOptions{}
+	o := &rollFlags{}
+	var to string
 	cmd := &cobra.Command{
 		Use:   "upgrade -f FILE --state URL --to VERSION [--yes]",
 		Short: "Upgrade Kubernetes one minor at a time: plan, apply, then roll control plane before nodes",
@@ -36,54 +88,58 @@ every instance group with the rollout engine of 'trellis ami rollout': each
 control-plane group alone and in place, one instance at a time, then the node
 groups with their definition's maxSurge/maxUnavailable, a canary first.
 
-With --kubeconfig, old nodes are tainted, cordoned and drained through the
-Eviction API (PodDisruptionBudgets honoured) and new ones must be Ready with
-every runtime DaemonSet pod Ready before the next batch; control-plane
-instances that are not nodes of the cluster roll cloud-only. Without it the
-roll is cloud-only: a new instance passes when its group reports it in
-service.
-
-The roll is kept in the state store: run the same command again after a crash
-and it resumes; 'trellis ami status|pause|resume|abort' work on it.`,
+` + rollHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := loadAWS(o.File)
 			if err != nil {
 				return err
 			}
-			opts, err := o.applyOptions(cmd.Context(), l.ClusterDefinition, s, false)
+			uo, err := o.options(cmd.Context(), l.ClusterDefinition, s)
 			if err != nil {
 				return err
 			}
-			opts.Yes = o.Yes
-			host, _ := os.Hostname()
-			uo := bootstrap.UpgradeOptions{ApplyOptions: opts, To: o.To, Interval: o.Interval, Roll: rollout.Options{
-				Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), GateTimeout: o.GateTimeout, LockTTL: o.LockTTL,
-				OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },
-			}}
-			if o.Kubeconfig != "" {
-				cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-				if err != nil {
-					return err
-				}
-				if uo.K8sClient, err = kubernetes.NewForConfig(cfg); err != nil {
-					return err
-				}
-			}
+			uo.To = to
 			res, err := bootstrap.Upgrade(cmd.Context(), l.ClusterDefinition, uo)
-			if res != nil && res.Rollout != nil {
-				res.Rollout.Print(s.Out)
-			}
+			printRoll(s, res)
 			return err
 		},
 	}
 	o.add(cmd)
-	cmd.Flags().StringVar(&o.To, "to", "", "Kubernetes version to upgrade to, e.g. 1.36.1")
-	cmd.Flags().BoolVar(&o.Yes, "yes", false, "apply the upgrade (default: plan only)")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to drain and validate while rolling")
-	cmd.Flags().DurationVar(&o.Interval, "interval", 0, "pause after each batch of a node group while rolling")
-	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new instances may take to pass the health gates")
-	cmd.Flags().DurationVar(&o.LockTTL, "lock-ttl", 5*time.Minute, "how long the roll's lock outlives a run that stopped renewing it")
+	cmd.Flags().StringVar(&to, "to", "", "Kubernetes version to upgrade to, e.g. 1.36.1")
 	_ = cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+func newUpdateCommand(s streams.Streams) *cobra.Command {
+	o := &rollFlags{}
+	cmd := &cobra.Command{
+		Use:   "update -f FILE --state URL [--yes]",
+		Short: "Bring a cluster to its changed definition: plan, store, apply, then roll the groups whose instances changed",
+		Long: `Prints the field-level diff and the cloud plan. With --yes, stores the changed
+specs and applies them, then rolls every group whose instances are not on
+their newest launch template (a change of machine types, mixed instances,
+root volume, instance metadata, image ...) with the rollout engine, as
+upgrade does; groups the change leaves alone have nothing to replace.
+A kubernetesVersion change is refused: that is 'trellis cluster upgrade'.
+A failed store or apply leaves the state store as it was.
+
+` + rollHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := loadAWS(o.File)
+			if err != nil {
+				return err
+			}
+			uo, err := o.options(cmd.Context(), l.ClusterDefinition, s)
+			if err != nil {
+				return err
+			}
+			res, err := bootstrap.ApplyAndRoll(cmd.Context(), l.ClusterDefinition, uo)
+			printRoll(s, res)
+			return err
+		},
+	}
+	o.add(cmd)
 	return cmd
 }

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,6 +160,50 @@ func TestIntegrationInstanceGroups(t *testing.T) {
 			t.Errorf("kops update cluster: %s; want only its own CapacityRebalance and WarmPool changes", r)
 		}
 	})
+
+	t.Run("a changed mix or root volume is a diff, and update rolls just those groups", func(t *testing.T) {
+		next := definition(t, changed)
+		r := trellis("cluster", "diff", "-f", next)
+		if r.code != 0 || !strings.Contains(r.out, "instancegroup/general") || !strings.Contains(r.out, "rootVolume") || !strings.Contains(r.out, "instancegroup/spot") || !strings.Contains(r.out, "mixedInstancesPolicy") {
+			t.Fatalf("diff of the changed definition: %s", r)
+		}
+		before := groupInstances(t, c)
+		if r := trellis("cluster", "update", "-f", next, "--yes", "--gate-timeout", "2m"); r.code != 0 || !strings.Contains(r.out, "Applied "+clusterName) {
+			t.Fatalf("cluster update --yes: %s", r)
+		}
+		after := groupInstances(t, c)
+		for g, ids := range before {
+			rolled := g == "spot."+clusterName || g == "general."+clusterName
+			for _, id := range ids {
+				if kept := slices.Contains(after[g], id); kept == rolled {
+					t.Errorf("%s: instance %s kept %v; want the changed groups (spot, general) rolled and no other", g, id, kept)
+				}
+			}
+			if len(after[g]) != len(ids) {
+				t.Errorf("%s: %d instances after the update, %d before", g, len(after[g]), len(ids))
+			}
+		}
+		if lt := launchTemplate(t, c, "general."+clusterName); awssdk.ToInt32(lt.BlockDeviceMappings[0].Ebs.VolumeSize) != 80 {
+			t.Errorf("general's root volume after the update: %d GiB, want 80", awssdk.ToInt32(lt.BlockDeviceMappings[0].Ebs.VolumeSize))
+		}
+		if st := rolloutState(t, trellis, next); st.Status != "Done" || st.Reason != "definition change" {
+			t.Errorf("the update's roll: %s %q", st.Status, st.Reason)
+		}
+		versioned := definition(t, func(s string) string {
+			return strings.Replace(changed(s), "kubernetesVersion: 1.36.1", "kubernetesVersion: 1.35.5", 1)
+		})
+		if r := trellis("cluster", "update", "-f", versioned, "--yes"); r.code == 0 || !strings.Contains(r.stderr, "trellis cluster upgrade --to") {
+			t.Errorf("update with another kubernetesVersion: %s; want it refused", r)
+		}
+	})
+}
+
+// changed is platformGroups with two changes of the groups' instances: the
+// spot group's mix loses a type and general's root volume grows.
+func changed(s string) string {
+	s = platformGroups(s)
+	s = strings.Replace(s, "instances: [m6i.large, m6a.large, m5.large]", "instances: [m6i.large, m6a.large]", 1)
+	return strings.Replace(s, "  labels: {trellis.dev/pool: general}\n", "  labels: {trellis.dev/pool: general}\n  rootVolume: {size: 80}\n", 1)
 }
 
 // launchTemplate is the newest version's data of a group's launch template.
