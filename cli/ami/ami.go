@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,6 +165,15 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 		return err
 	}
 	awsCloud := &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}
+	if o.Image != "" {
+		img, err := cloud.ResolveImage(o.Image)
+		if err != nil {
+			return fmt.Errorf("failed to resolve image %q: %w", o.Image, err)
+		}
+		if err := bootstrap.CheckImageArchitecture(def, slices.Collect(maps.Keys(groups)), o.Image, string(img.Architecture)); err != nil {
+			return fmt.Errorf("%s: %w", o.File, err)
+		}
+	}
 	opts := rollout.Options{
 		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout}, LockTTL: o.LockTTL,
 		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },

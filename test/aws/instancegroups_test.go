@@ -189,6 +189,21 @@ func TestIntegrationInstanceGroups(t *testing.T) {
 		if st := rolloutState(t, trellis, next); st.Status != "Done" || st.Reason != "definition change" {
 			t.Errorf("the update's roll: %s %q", st.Status, st.Reason)
 		}
+		// An AMI rollout of the arm64 pool takes only an arm64 image.
+		lts := func() int {
+			out, err := c.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String("arm." + clusterName)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.LaunchTemplateVersions)
+		}
+		n := lts()
+		if r := trellis("ami", "rollout", "-f", next, "--groups", "arm", "--image", x86, "--yes", "--cloud-only"); r.code == 0 || !strings.Contains(r.stderr, "image architecture does not match") || lts() != n {
+			t.Errorf("rollout of the arm64 pool onto an x86 image: %s (launch-template versions %d -> %d); want it refused before anything changes", r, n, lts())
+		}
+		if r := trellis("ami", "rollout", "-f", next, "--groups", "arm", "--image", arm); r.code != 0 || !strings.Contains(r.out, "Nothing changed") {
+			t.Errorf("plan of the arm64 pool onto its arm64 image: %s", r)
+		}
 		versioned := definition(t, func(s string) string {
 			return strings.Replace(changed(s), "kubernetesVersion: 1.36.1", "kubernetesVersion: 1.35.5", 1)
 		})
