@@ -40,8 +40,10 @@ type RootVolume struct {
 
 // MixedInstances spreads a group over instance types and spot capacity.
 type MixedInstances struct {
-	// Instances are the machine types, the group's machineType first.
-	Instances []string `json:"instances,omitempty"`
+	// Instances are the machine types, the group's machineType first; or
+	// InstanceRequirements let AWS pick every type within bounds.
+	Instances            []string              `json:"instances,omitempty"`
+	InstanceRequirements *InstanceRequirements `json:"instanceRequirements,omitempty"`
 	// OnDemandBase instances come first on demand; OnDemandAboveBase is
 	// the percentage of the rest on demand (0: all spot).
 	OnDemandBase      *int64 `json:"onDemandBase,omitempty"`
@@ -51,6 +53,21 @@ type MixedInstances struct {
 	SpotAllocationStrategy string `json:"spotAllocationStrategy,omitempty"`
 	// CapacityRebalance replaces spot instances at risk of interruption.
 	CapacityRebalance *bool `json:"capacityRebalance,omitempty"`
+}
+
+// InstanceRequirements bound the machine types AWS may choose.
+type InstanceRequirements struct {
+	// CPU in vCPUs and Memory as quantities (e.g. 16Gi), each min and max.
+	CPU    *MinMax `json:"cpu,omitempty"`
+	Memory *MinMax `json:"memory,omitempty"`
+	// Excluded types, wildcards allowed (e.g. t3*, *.metal).
+	Excluded []string `json:"excluded,omitempty"`
+}
+
+// MinMax is a range of quantities; either end may be open.
+type MinMax struct {
+	Min string `json:"min,omitempty"`
+	Max string `json:"max,omitempty"`
 }
 
 // WarmPool keeps pre-initialized instances stopped beside the group.

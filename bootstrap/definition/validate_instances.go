@@ -69,6 +69,32 @@ func validateInstanceSettings(p *field.Path, m *InstanceMetadata, v *RootVolume,
 	return errs
 }
 
+func validateMinMax(p *field.Path, mm *MinMax) field.ErrorList {
+	if mm == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	var lo, hi *resource.Quantity
+	for _, end := range []struct {
+		name, v string
+		q       **resource.Quantity
+	}{{"min", mm.Min, &lo}, {"max", mm.Max, &hi}} {
+		if end.v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(end.v)
+		if err != nil {
+			errs = append(errs, field.Invalid(p.Child(end.name), end.v, "not a quantity such as 4 or 16Gi"))
+			continue
+		}
+		*end.q = &q
+	}
+	if lo != nil && hi != nil && lo.Cmp(*hi) > 0 {
+		errs = append(errs, field.Invalid(p.Child("max"), mm.Max, fmt.Sprintf("below min (%s)", mm.Min)))
+	}
+	return errs
+}
+
 // validateGroupInstances checks a node group's instance settings.
 func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGroup) field.ErrorList {
 	errs := validateInstanceSettings(p, ig.InstanceMetadata, ig.RootVolume, d.volumeType(ig.RootVolume))
@@ -94,8 +120,17 @@ func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGro
 	}
 	if mi := ig.MixedInstances; mi != nil {
 		mp := p.Child("mixedInstances")
-		if len(mi.Instances) == 0 {
-			errs = append(errs, field.Required(mp.Child("instances"), "the machine types to mix"))
+		if len(mi.Instances) == 0 && mi.InstanceRequirements == nil {
+			errs = append(errs, field.Required(mp.Child("instances"), "the machine types to mix, or instanceRequirements"))
+		}
+		if r := mi.InstanceRequirements; r != nil {
+			rp := mp.Child("instanceRequirements")
+			if r.CPU == nil && r.Memory == nil {
+				errs = append(errs, field.Required(rp, "cpu or memory bounds"))
+			}
+			for name, mm := range map[string]*MinMax{"cpu": r.CPU, "memory": r.Memory} {
+				errs = append(errs, validateMinMax(rp.Child(name), mm)...)
+			}
 		}
 		if mi.OnDemandBase != nil && *mi.OnDemandBase < 0 {
 			errs = append(errs, field.Invalid(mp.Child("onDemandBase"), *mi.OnDemandBase, "must not be negative"))

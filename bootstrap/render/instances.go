@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kops/pkg/apis/kops"
 
@@ -29,12 +30,32 @@ func instanceSettings(d *definition.ClusterDefinition, spec *kops.InstanceGroupS
 	}
 }
 
+// minMax renders a validated range.
+func minMax(mm *definition.MinMax) *kops.MinMaxSpec {
+	if mm == nil {
+		return nil
+	}
+	out := &kops.MinMaxSpec{}
+	if q, err := resource.ParseQuantity(mm.Min); err == nil {
+		out.Min = &q
+	}
+	if q, err := resource.ParseQuantity(mm.Max); err == nil {
+		out.Max = &q
+	}
+	return out
+}
+
 // nodeGroupSettings renders what a node group adds: mixed instances and
 // spot, warm pool, lifetime, cloud labels and kubelet settings.
 func nodeGroupSettings(spec *kops.InstanceGroupSpec, g *definition.InstanceGroup) {
 	if mi := g.MixedInstances; mi != nil {
 		spec.MixedInstancesPolicy = &kops.MixedInstancesPolicySpec{
 			Instances: slices.Clone(mi.Instances), OnDemandBase: mi.OnDemandBase, OnDemandAboveBase: mi.OnDemandAboveBase,
+		}
+		if r := mi.InstanceRequirements; r != nil {
+			spec.MixedInstancesPolicy.InstanceRequirements = &kops.InstanceRequirementsSpec{
+				CPU: minMax(r.CPU), Memory: minMax(r.Memory), ExcludedInstanceTypes: slices.Clone(r.Excluded),
+			}
 		}
 		if mi.SpotAllocationStrategy != "" {
 			spec.MixedInstancesPolicy.SpotAllocationStrategy = new(mi.SpotAllocationStrategy)
