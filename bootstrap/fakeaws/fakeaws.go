@@ -27,6 +27,8 @@ import (
 	"k8s.io/kops/cloudmock/aws/mocksqs"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 	"k8s.io/kops/util/pkg/awsinterfaces"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 )
 
 // Cloud is the installed fake with typed access to its parts.
@@ -80,13 +82,31 @@ func Install(region string, zones []string, images []string) (*Cloud, error) {
 	mc.MockSQS = &mocksqs.MockSQS{}
 	mc.MockEventBridge = &mockeventbridge.MockEventBridge{}
 	for _, id := range images {
-		c.AddImage(id)
+		c.AddImage(id, ec2types.ArchitectureValuesX8664)
 	}
 	return c, nil
 }
 
-// AddImage registers an AMI id (ami-...) so instance groups can use it.
-func (c *Cloud) AddImage(id string) {
+// ForDefinition installs the fake for a definition: its region and zones,
+// and its images, each of its group's architecture.
+func ForDefinition(def *definition.ClusterDefinition) (*Cloud, error) {
+	c, err := Install(def.Region, def.Zones, []string{def.ControlPlane.Image})
+	if err != nil {
+		return nil, err
+	}
+	for _, ig := range def.InstanceGroups {
+		arch := ec2types.ArchitectureValuesX8664
+		if ig.Architecture == definition.ArchARM64 {
+			arch = ec2types.ArchitectureValuesArm64
+		}
+		c.AddImage(ig.Image, arch)
+	}
+	return c, nil
+}
+
+// AddImage registers an AMI id (ami-...) of an architecture so instance
+// groups can use it.
+func (c *Cloud) AddImage(id string, arch ec2types.ArchitectureValues) {
 	if !strings.HasPrefix(id, "ami-") {
 		return
 	}
@@ -101,7 +121,7 @@ func (c *Cloud) AddImage(id string) {
 		Name:           aws.String("trellis-fake/" + id),
 		OwnerId:        aws.String(awsup.WellKnownAccountUbuntu),
 		RootDeviceName: aws.String("/dev/xvda"),
-		Architecture:   ec2types.ArchitectureValuesX8664,
+		Architecture:   arch,
 	})
 }
 
@@ -115,8 +135,8 @@ func (c *Cloud) ResourceIDs() []string {
 }
 
 // DescribeInstanceType answers for any instance type, which kops's fake only
-// does for a handful: the architecture follows the AWS naming scheme (a
-// trailing g in the family, as in m7g, is Graviton), GPU families carry a GPU.
+// does for a handful: the architecture follows the AWS naming scheme
+// (definition.MachineArchitecture: m7g is Graviton), GPU families carry a GPU.
 func (c *Cloud) DescribeInstanceType(instanceType string) (*ec2types.InstanceTypeInfo, error) {
 	info, err := c.MockAWSCloud.DescribeInstanceType(instanceType)
 	if err != nil || info.ProcessorInfo != nil {
@@ -127,7 +147,7 @@ func (c *Cloud) DescribeInstanceType(instanceType string) (*ec2types.InstanceTyp
 		return nil, fmt.Errorf("invalid instance type %q specified", instanceType)
 	}
 	arch := ec2types.ArchitectureTypeX8664
-	if gen := strings.TrimLeft(family, "abcdefghijklmnopqrstuvwxyz"); strings.HasPrefix(strings.TrimLeft(gen, "0123456789"), "g") {
+	if definition.MachineArchitecture(instanceType) == definition.ArchARM64 {
 		arch = ec2types.ArchitectureTypeArm64
 	}
 	info.ProcessorInfo = &ec2types.ProcessorInfo{SupportedArchitectures: []ec2types.ArchitectureType{arch}}

@@ -100,11 +100,7 @@ func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDe
 }
 
 func installFake(def *definition.ClusterDefinition) (*fakeaws.Cloud, error) {
-	images := []string{def.ControlPlane.Image}
-	for _, ig := range def.InstanceGroups {
-		images = append(images, ig.Image)
-	}
-	return fakeaws.Install(def.Region, def.Zones, images)
+	return fakeaws.ForDefinition(def)
 }
 
 // haveAWSCredentials reports whether the SDK's default chain yields
