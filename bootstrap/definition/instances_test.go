@@ -52,6 +52,12 @@ func TestInstanceSettingsRefused(t *testing.T) {
 			`instanceGroups[0].maxInstanceLifetime: Invalid value: "2h": must be 0 or 24h to 8760h`},
 		{"bad reserved quantity", group("  kubelet: {systemReserved: {memory: lots}}\n"),
 			`instanceGroups[0].kubelet.systemReserved[memory]: Invalid value: "lots": not a quantity`},
+		{"reserved tag key", group("  cloudLabels: {\"aws:owner\": me}\n"),
+			`instanceGroups[0].cloudLabels[aws:owner]: Invalid value: "aws:owner": a tag key of 1 to 128 characters, not starting with aws:`},
+		{"max pods 0", group("  kubelet: {maxPods: 0}\n"),
+			`instanceGroups[0].kubelet.maxPods: Invalid value: 0: must be 1 to 1000`},
+		{"eviction signal without threshold", group("  kubelet: {evictionHard: memory.available}\n"),
+			`instanceGroups[0].kubelet.evictionHard: Invalid value: "memory.available": a signal<threshold list`},
 		{"misspelled field", group("  rootVolume: {sise: 10}\n"),
 			`instanceGroups[0].rootVolume.sise: unknown field "sise" (did you mean "size"?)`},
 	}
