@@ -25,34 +25,21 @@ const ChangeReason = "definition change"
 // Upgrade rolls (control plane alone and in place, then the node groups
 // with their strategies), every instance of a group whose spec changed and
 // every instance not on its group's newest launch template. Groups the
-// change leaves alone have nothing to replace. An unfinished rollout of the cluster refuses it, except its own,
-// which the same command resumes.
+// change leaves alone have nothing to replace. An unfinished rollout of the
+// cluster refuses it, except its own, which the same command resumes.
 func ApplyAndRoll(ctx context.Context, def *definition.ClusterDefinition, opts UpgradeOptions) (*UpgradeResult, error) {
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
 	}
-	p, err := Prepare(ctx, def, opts.ApplyOptions)
+	t, err := prepareRoll(ctx, def, opts.ApplyOptions)
 	if err != nil {
 		return nil, err
 	}
-	name := p.Spec.Cluster.Name
-	stored, err := Stored(ctx, p.Clientset, name)
-	if err != nil {
-		return nil, err
-	}
-	from := stored.Cluster.Spec.KubernetesVersion
-	res := &UpgradeResult{From: from, To: p.Spec.Cluster.Spec.KubernetesVersion}
-	if from != res.To {
-		return nil, fmt.Errorf("%w (%s -> %s)", ErrVersionChange, from, res.To)
-	}
-	store, err := rollout.NewVFSStore(opts.StateStore, name)
-	if err != nil {
-		return nil, err
-	}
-	inflight, err := store.Load(ctx)
-	if err != nil {
-		return nil, err
+	p, store, inflight, name := t.p, t.store, t.inflight, t.p.Spec.Cluster.Name
+	res := &UpgradeResult{From: t.from, To: p.Spec.Cluster.Spec.KubernetesVersion}
+	if res.From != res.To {
+		return nil, fmt.Errorf("%w (%s -> %s)", ErrVersionChange, res.From, res.To)
 	}
 	if unfinished(inflight) {
 		if inflight.Reason != ChangeReason {

@@ -79,6 +79,36 @@ func roll(ctx context.Context, p *Prepared, def *definition.ClusterDefinition, o
 	return nil
 }
 
+// rollTarget is what Upgrade and ApplyAndRoll start from: the prepared
+// definition, the stored cluster's version, and its rollout store with the
+// rollout it holds (nil when there is none).
+type rollTarget struct {
+	p        *Prepared
+	from     string
+	store    *rollout.VFSStore
+	inflight *rollout.State
+}
+
+func prepareRoll(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*rollTarget, error) {
+	p, err := Prepare(ctx, def, opts)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := Stored(ctx, p.Clientset, p.Spec.Cluster.Name)
+	if err != nil {
+		return nil, err
+	}
+	store, err := rollout.NewVFSStore(opts.StateStore, p.Spec.Cluster.Name)
+	if err != nil {
+		return nil, err
+	}
+	inflight, err := store.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &rollTarget{p: p, from: stored.Cluster.Spec.KubernetesVersion, store: store, inflight: inflight}, nil
+}
+
 // hasNodes reports whether any instance of the group is a node.
 func hasNodes(ctx context.Context, cloud rollout.Cloud, kube rollout.Cluster, group string) (bool, error) {
 	insts, _, err := cloud.Instances(ctx, group)

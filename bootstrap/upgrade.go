@@ -94,30 +94,17 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 	if out == nil {
 		out = io.Discard
 	}
-	p, err := Prepare(ctx, def, opts.ApplyOptions)
+	t, err := prepareRoll(ctx, def, opts.ApplyOptions)
 	if err != nil {
 		return nil, err
 	}
-	name := p.Spec.Cluster.Name
-	stored, err := Stored(ctx, p.Clientset, name)
-	if err != nil {
-		return nil, err
-	}
-	from := stored.Cluster.Spec.KubernetesVersion
-	store, err := rollout.NewVFSStore(opts.StateStore, name)
-	if err != nil {
-		return nil, err
-	}
+	p, from, store, inflight, name := t.p, t.from, t.store, t.inflight, t.p.Spec.Cluster.Name
 	to, perr := definition.ParseKubernetesVersion(opts.To)
 	res := &UpgradeResult{From: from, To: "v" + opts.To}
 	if perr == nil {
 		res.To = "v" + to.String()
 	}
 	reason := "upgrade to " + res.To
-	inflight, err := store.Load(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if unfinished(inflight) {
 		if inflight.Reason != reason || from != res.To {
 			return nil, inProgress(inflight)
@@ -135,7 +122,7 @@ func Upgrade(ctx context.Context, def *definition.ClusterDefinition, opts Upgrad
 	next := *def
 	next.KubernetesVersion = to.String()
 
-	order := rollOrder(stored.InstanceGroups)
+	order := rollOrder(p.Spec.InstanceGroups)
 	fmt.Fprintf(out, "Upgrade %s from %s to %s:\n", name, res.From, res.To)
 	fmt.Fprintln(out, "  1. store the new spec and apply it (new launch template versions)")
 	fmt.Fprintf(out, "  2. roll control-plane groups one at a time, in place: %v\n", order.controlPlane)
