@@ -8,7 +8,11 @@ BIN       := $(CURDIR)/bin
 # internal/versions/versions.env's, exported to the hack scripts; the
 # environment or the command line wins (K8S_VERSION=v1.36.4 make tools).
 VERSIONS_ENV := internal/versions/versions.env
-$(foreach kv,$(shell sed -n 's/^\([A-Z][A-Z0-9_]*\)=/export \1?=/p' $(VERSIONS_ENV)),$(eval $(kv)))
+VERSION_VARS := $(shell sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' $(VERSIONS_ENV))
+$(foreach v,$(VERSION_VARS),$(eval $(v) ?= $(shell sed -n 's/^$(v)=//p' $(VERSIONS_ENV))))
+# Exported by name: a bare `export` would hand every make variable to every
+# recipe (E2E_AWS_KILLS=20 reached `make e2e`'s reduced run that way).
+export $(VERSION_VARS)
 export TRELLIS_CACHE ?= $(HOME)/.cache/trellis
 # Tests never talk to AWS or its metadata service.
 export AWS_EC2_METADATA_DISABLED := true
