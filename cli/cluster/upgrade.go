@@ -59,9 +59,23 @@ func (o *rollFlags) options(ctx context.Context, def *definition.ClusterDefiniti
 	return uo, nil
 }
 
-func printRoll(s streams.Streams, res *bootstrap.UpgradeResult) {
-	if res != nil && res.Rollout != nil {
-		res.Rollout.Print(s.Out)
+// run loads the definition, turns the flags into options, calls a rolling
+// command of the library and prints the roll's final state.
+func (o *rollFlags) run(s streams.Streams, call func(context.Context, *definition.ClusterDefinition, bootstrap.UpgradeOptions) (*bootstrap.UpgradeResult, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		l, err := loadAWS(o.File)
+		if err != nil {
+			return err
+		}
+		uo, err := o.options(cmd.Context(), l.ClusterDefinition, s)
+		if err != nil {
+			return err
+		}
+		res, err := call(cmd.Context(), l.ClusterDefinition, uo)
+		if res != nil && res.Rollout != nil {
+			res.Rollout.Print(s.Out)
+		}
+		return err
 	}
 }
 
@@ -90,20 +104,10 @@ groups with their definition's maxSurge/maxUnavailable, a canary first.
 
 ` + rollHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := loadAWS(o.File)
-			if err != nil {
-				return err
-			}
-			uo, err := o.options(cmd.Context(), l.ClusterDefinition, s)
-			if err != nil {
-				return err
-			}
+		RunE: o.run(s, func(ctx context.Context, def *definition.ClusterDefinition, uo bootstrap.UpgradeOptions) (*bootstrap.UpgradeResult, error) {
 			uo.To = to
-			res, err := bootstrap.Upgrade(cmd.Context(), l.ClusterDefinition, uo)
-			printRoll(s, res)
-			return err
-		},
+			return bootstrap.Upgrade(ctx, def, uo)
+		}),
 	}
 	o.add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "Kubernetes version to upgrade to, e.g. 1.36.1")
@@ -126,19 +130,7 @@ A failed store or apply leaves the state store as it was.
 
 ` + rollHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := loadAWS(o.File)
-			if err != nil {
-				return err
-			}
-			uo, err := o.options(cmd.Context(), l.ClusterDefinition, s)
-			if err != nil {
-				return err
-			}
-			res, err := bootstrap.ApplyAndRoll(cmd.Context(), l.ClusterDefinition, uo)
-			printRoll(s, res)
-			return err
-		},
+		RunE: o.run(s, bootstrap.ApplyAndRoll),
 	}
 	o.add(cmd)
 	return cmd
