@@ -61,16 +61,14 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 	trellis := func(args ...string) result { return run(t, env, trellisBin, args...) }
 
 	t.Run("a refused call leaves the state store as it was", func(t *testing.T) {
-		before := objects(t, aws, bucket)
-		proxy.Refuse("CreateAutoScalingGroup", -1)
-		defer proxy.Clear()
-		r := trellis("cluster", "create", "-f", def, "--yes", "--task-timeout", "3s")
-		if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
-			t.Fatalf("create with CreateAutoScalingGroup refused: %s", r)
-		}
-		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
-			t.Errorf("the failed create changed the state store:\n%s", d)
-		}
+		keepsStore(t, aws, "the failed create", func() {
+			proxy.Refuse("CreateAutoScalingGroup", -1)
+			defer proxy.Clear()
+			r := trellis("cluster", "create", "-f", def, "--yes", "--task-timeout", "3s")
+			if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
+				t.Fatalf("create with CreateAutoScalingGroup refused: %s", r)
+			}
+		})
 	})
 
 	t.Run("create applies every resource", func(t *testing.T) {
@@ -115,14 +113,12 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("a second create is refused and writes nothing", func(t *testing.T) {
-		before := objects(t, aws, bucket)
-		r := trellis("cluster", "create", "-f", def, "--yes")
-		if r.code == 0 || !strings.Contains(r.stderr, "already exists") {
-			t.Fatalf("second create: %s", r)
-		}
-		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
-			t.Errorf("the refused create changed the state store:\n%s", d)
-		}
+		keepsStore(t, aws, "the refused create", func() {
+			r := trellis("cluster", "create", "-f", def, "--yes")
+			if r.code == 0 || !strings.Contains(r.stderr, "already exists") {
+				t.Fatalf("second create: %s", r)
+			}
+		})
 	})
 
 	t.Run("ami rollout without --yes prints the plan and changes nothing", func(t *testing.T) {
@@ -131,7 +127,6 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := objects(t, aws, bucket)
 		versions := func() int {
 			out, err := aws.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String("general." + clusterName)})
 			if err != nil {
@@ -140,18 +135,17 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 			return len(out.LaunchTemplateVersions)
 		}
 		n := versions()
-		r := trellis("ami", "rollout", "-f", def, "--image", newAMI)
-		if r.code != 0 || !strings.Contains(r.out, "Nothing changed. Pass --yes") || !strings.Contains(r.out, newAMI) {
-			t.Fatalf("ami rollout plan: %s", r)
-		}
-		for _, want := range []string{"batch    1      in place, 1 unavailable, canary  1", "general  2      surge 1, canary                  2"} {
-			if !strings.Contains(r.out, want) {
-				t.Errorf("plan lacks %q:\n%s", want, r.out)
+		keepsStore(t, aws, "the plan", func() {
+			r := trellis("ami", "rollout", "-f", def, "--image", newAMI)
+			if r.code != 0 || !strings.Contains(r.out, "Nothing changed. Pass --yes") || !strings.Contains(r.out, newAMI) {
+				t.Fatalf("ami rollout plan: %s", r)
 			}
-		}
-		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
-			t.Errorf("the plan changed the state store:\n%s", d)
-		}
+			for _, want := range []string{"batch    1      in place, 1 unavailable, canary  1", "general  2      surge 1, canary                  2"} {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("plan lacks %q:\n%s", want, r.out)
+				}
+			}
+		})
 		if versions() != n {
 			t.Error("the plan made a launch-template version")
 		}
@@ -161,16 +155,14 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 	})
 
 	t.Run("a refused call during upgrade leaves the state store as it was", func(t *testing.T) {
-		before := objects(t, aws, bucket)
-		proxy.Refuse("CreateLaunchTemplateVersion", -1)
-		defer proxy.Clear()
-		r := trellis("cluster", "upgrade", "-f", def, "--to", "1.36.1", "--yes", "--task-timeout", "3s")
-		if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
-			t.Fatalf("upgrade with CreateLaunchTemplateVersion refused: %s", r)
-		}
-		if d := sameObjects(before, objects(t, aws, bucket)); d != "" {
-			t.Errorf("the failed upgrade changed the state store:\n%s", d)
-		}
+		keepsStore(t, aws, "the failed upgrade", func() {
+			proxy.Refuse("CreateLaunchTemplateVersion", -1)
+			defer proxy.Clear()
+			r := trellis("cluster", "upgrade", "-f", def, "--to", "1.36.1", "--yes", "--task-timeout", "3s")
+			if r.code == 0 || !strings.Contains(r.stderr, "refused by the test's fault proxy") || !strings.Contains(r.stderr, "state store was restored") {
+				t.Fatalf("upgrade with CreateLaunchTemplateVersion refused: %s", r)
+			}
+		})
 		if r := trellis("cluster", "diff", "-f", def); r.code != 0 || !strings.Contains(r.out, "Spec: no changes.") {
 			t.Errorf("diff after the failed upgrade: %s", r)
 		}

@@ -129,6 +129,17 @@ func objects(t *testing.T, seed *awsemu.Clients, bucket string) map[string]strin
 	return out
 }
 
+// keepsStore runs fn and fails the test when the state-store bucket
+// differs afterwards (what names the step in the message).
+func keepsStore(t *testing.T, c *awsemu.Clients, what string, fn func()) {
+	t.Helper()
+	before := objects(t, c, bucket)
+	fn()
+	if d := sameObjects(before, objects(t, c, bucket)); d != "" {
+		t.Errorf("%s changed the state store:\n%s", what, d)
+	}
+}
+
 // sameObjects reports the differences between two listings.
 func sameObjects(before, after map[string]string) string {
 	var d []string
