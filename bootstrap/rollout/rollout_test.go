@@ -188,16 +188,25 @@ func (r *recordingCloud) record(ctx context.Context, group, id string, terminate
 	if err != nil {
 		return err
 	}
-	existed := slices.ContainsFunc(insts, func(i rollout.Instance) bool { return i.ID == id })
-	if err := terminate(ctx, group, id); err != nil {
-		return err
+	has := func(insts []rollout.Instance) bool {
+		return slices.ContainsFunc(insts, func(i rollout.Instance) bool { return i.ID == id })
+	}
+	existed := has(insts)
+	terr := terminate(ctx, group, id)
+	if terr != nil {
+		// A run killed while the call was in flight: the cloud may have
+		// done it all the same, and the next run will not do it again.
+		after, _, err := r.Instances(context.Background(), group)
+		if err != nil || has(after) {
+			return terr
+		}
 	}
 	if existed {
 		r.mu.Lock()
 		r.terminated[id]++
 		r.mu.Unlock()
 	}
-	return nil
+	return terr
 }
 
 func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
