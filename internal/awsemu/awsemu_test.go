@@ -78,3 +78,59 @@ func TestIntegrationTerminateUnknownInstance(t *testing.T) {
 		t.Fatalf("terminate of an unknown instance: %v, want ValidationError ... not found", err)
 	}
 }
+
+// Fix 9: a /28 has 11 usable addresses (AWS reserves five); handed out by
+// ENI creation and by secondary assignment, each comes once, and the 12th
+// is refused.
+func TestIntegrationPrivateAddressesUniqueInSubnet(t *testing.T) {
+	s := awsemutest.Start(t)
+	c := awsemu.NewClients(s.URL, "us-east-1")
+	ctx := context.Background()
+	v, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.9.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: v.Vpc.VpcId, CidrBlock: aws.String("10.9.0.0/28")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	note := func(addrs ...string) {
+		for _, a := range addrs {
+			if seen[a] {
+				t.Fatalf("address %s handed out twice", a)
+			}
+			if a == "10.9.0.0" || a == "10.9.0.1" || a == "10.9.0.2" || a == "10.9.0.3" || a == "10.9.0.15" {
+				t.Fatalf("address %s is one AWS reserves", a)
+			}
+			seen[a] = true
+		}
+	}
+	eni, err := c.EC2.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: sub.Subnet.SubnetId, SecondaryPrivateIpAddressCount: aws.Int32(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range eni.NetworkInterface.PrivateIpAddresses {
+		note(aws.ToString(a.PrivateIpAddress))
+	}
+	if _, err := c.EC2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: eni.NetworkInterface.NetworkInterfaceId, SecondaryPrivateIpAddressCount: aws.Int32(5)}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{NetworkInterfaceIds: []string{aws.ToString(eni.NetworkInterface.NetworkInterfaceId)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range d.NetworkInterfaces[0].PrivateIpAddresses {
+		if ip := aws.ToString(a.PrivateIpAddress); !seen[ip] {
+			note(ip)
+		}
+	}
+	if len(seen) != 11 {
+		t.Fatalf("%d distinct addresses on the ENI, want 11", len(seen))
+	}
+	_, err = c.EC2.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: sub.Subnet.SubnetId})
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "InsufficientFreeAddressesInSubnet" {
+		t.Fatalf("an ENI in a full subnet: %v, want InsufficientFreeAddressesInSubnet", err)
+	}
+}

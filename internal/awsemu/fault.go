@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -24,10 +25,15 @@ type FaultProxy struct {
 	srv *http.Server
 	ln  net.Listener
 
-	mu     sync.Mutex
-	refuse map[string]int // action -> calls left to refuse (<0: all)
-	calls  map[string]int
+	mu       sync.Mutex
+	refuse   map[string]int // action -> calls left to refuse (<0: all)
+	throttle map[string]int // action -> calls left to throttle (<0: all)
+	hold     map[string]chan struct{}
+	calls    map[string]int
 }
+
+// ThrottleCode is the error code of a throttled EC2 call, as EC2 sends it.
+const ThrottleCode = "RequestLimitExceeded"
 
 // NewFaultProxy listens on loopback in front of target.
 func NewFaultProxy(target string) (*FaultProxy, error) {
@@ -39,7 +45,8 @@ func NewFaultProxy(target string) (*FaultProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy: %w", err)
 	}
-	p := &FaultProxy{URL: "http://" + ln.Addr().String(), ln: ln, refuse: map[string]int{}, calls: map[string]int{}}
+	p := &FaultProxy{URL: "http://" + ln.Addr().String(), ln: ln, refuse: map[string]int{}, throttle: map[string]int{},
+		hold: map[string]chan struct{}{}, calls: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		action, proto, err := identify(r)
@@ -47,8 +54,22 @@ func NewFaultProxy(target string) (*FaultProxy, error) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if p.count(action) {
+		switch p.count(action) {
+		case verdictRefuse:
 			writeFault(w, proto, action)
+			return
+		case verdictThrottle:
+			writeThrottle(w, proto, action)
+			return
+		}
+		if held := p.takeHold(action); held != nil {
+			// The emulator does the call; its answer waits until the
+			// caller goes away (a process killed between a change and
+			// its record of it).
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			close(held)
+			<-r.Context().Done()
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -66,11 +87,41 @@ func (p *FaultProxy) Refuse(action string, n int) {
 	p.refuse[action] = n
 }
 
-// Clear refuses nothing any more.
+// Throttle answers the next n calls of action (n < 0: every call until
+// Clear) with a throttling error, status 503, as EC2 does: an error SDKs
+// and Trellis's clients retry after a backoff.
+func (p *FaultProxy) Throttle(action string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.throttle[action] = n
+}
+
+// Hold lets the next call of action through to the emulator and never
+// answers it: the returned channel closes once the emulator has done the
+// call, and the caller waits until it gives up or is killed.
+func (p *FaultProxy) Hold(action string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan struct{})
+	p.hold[action] = ch
+	return ch
+}
+
+func (p *FaultProxy) takeHold(action string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := p.hold[action]
+	delete(p.hold, action)
+	return ch
+}
+
+// Clear refuses, throttles and holds nothing any more.
 func (p *FaultProxy) Clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.refuse)
+	clear(p.throttle)
+	clear(p.hold)
 }
 
 // Calls returns how many calls of each action arrived (refused included).
@@ -94,16 +145,35 @@ func (p *FaultProxy) ResetCalls() {
 // Close stops the proxy.
 func (p *FaultProxy) Close() error { return p.srv.Close() }
 
-func (p *FaultProxy) count(action string) bool {
+type verdict int
+
+const (
+	verdictPass verdict = iota
+	verdictRefuse
+	verdictThrottle
+)
+
+func (p *FaultProxy) count(action string) verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls[action]++
-	n, ok := p.refuse[action]
+	if take(p.refuse, action) {
+		return verdictRefuse
+	}
+	if take(p.throttle, action) {
+		return verdictThrottle
+	}
+	return verdictPass
+}
+
+// take spends one of action's faults, if it has any left.
+func take(left map[string]int, action string) bool {
+	n, ok := left[action]
 	switch {
 	case !ok || n == 0:
 		return false
 	case n > 0:
-		p.refuse[action] = n - 1
+		left[action] = n - 1
 	}
 	return true
 }
@@ -140,6 +210,19 @@ func identify(r *http.Request) (string, protocol, error) {
 		}
 	}
 	return "S3:" + r.Method, protoS3, nil
+}
+
+func writeThrottle(w http.ResponseWriter, proto protocol, action string) {
+	msg := fmt.Sprintf("%s throttled by the test's fault proxy", action)
+	if proto != protoEC2 {
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>%s</Message></Error><RequestId>fault</RequestId></ErrorResponse>`, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>throttle</RequestID></Response>`, ThrottleCode, msg)
 }
 
 func writeFault(w http.ResponseWriter, proto protocol, action string) {

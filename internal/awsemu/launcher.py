@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/aws-emulator-research.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + eight edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + nine edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -14,8 +14,14 @@
 7 TerminateInstanceInAutoScalingGroup of an instance no group holds: ValidationError, as AWS
   answers (moto: StopIteration/HTTP 500, so a rollout resumed after a kill could not retry a terminate).
 8 Create/UpdateAutoScalingGroup keep MaxInstanceLifetime, and DescribeAutoScalingGroups returns it
-  (moto: drops it, so kops plans the change again after every apply)."""
-import copy, sys
+  (moto: drops it, so kops plans the change again after every apply).
+9 Private addresses are unique in their subnet and never AWS's reserved ones (moto: random, so
+  CreateNetworkInterface and AssignPrivateIpAddresses hand one address out twice, and netd's pool
+  saw an ENI with fewer distinct addresses than EC2 counted)."""
+import collections, copy, ipaddress, random, sys
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models import ec2_backends
+from moto.ec2.models import elastic_network_interfaces as enim
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.responses import AutoScalingResponse
@@ -120,6 +126,24 @@ def register_image(self):
     ami.virtualization_type = self._get_param("VirtualizationType") or "hvm"
     return result
 AmisResponse.register_image = register_image
+
+_recent = collections.deque(maxlen=64)                                         # 9
+def random_private_ip(cidr=None, ipv6=False):
+    if not cidr or ipv6:
+        return _random_ip(cidr, ipv6)
+    net = ipaddress.IPv4Network(cidr)
+    used = {a["PrivateIpAddress"] for acct in ec2_backends.values() for b in acct.values()
+            for e in b.enis.values() if e.subnet is not None and e.subnet.cidr_block == cidr
+            for a in e.private_ip_addresses}
+    hosts = list(net.hosts())[3:]  # AWS reserves the first four and the last address
+    free = [str(h) for h in hosts if str(h) not in used and str(h) not in _recent] or \
+           [str(h) for h in hosts if str(h) not in used]
+    if not free:
+        raise EC2ClientError("InsufficientFreeAddressesInSubnet", f"no free address left in {cidr}")
+    ip = random.choice(free)
+    _recent.append(ip)  # a batch is built before any of it is recorded
+    return ip
+_random_ip, enim.random_private_ip = enim.random_private_ip, random_private_ip
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):

@@ -1,0 +1,224 @@
+package vpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/trellis-dev/trellis/daemons/netd/vpc"
+	"github.com/trellis-dev/trellis/internal/awsemu"
+)
+
+// A t3.medium takes 3 ENIs of 6 addresses: 15 pods. The pool warms up on
+// the primary ENI, attaches the others as pods fill it, refuses the 16th
+// pod, and gives everything back down to its warm target.
+func TestIntegrationPoolGrowsWithinLimitsAndShrinks(t *testing.T) {
+	e := newEnv(t, "t3.medium")
+	ctx := context.Background()
+	p := e.open(e.config())
+	if l := p.Limits(); l.ENIs != 3 || l.AddressesPerENI != 6 || l.MaxPods() != 17 {
+		t.Fatalf("limits %+v (maxPods %d), want 3 ENIs x 6 addresses, maxPods 17", l, l.MaxPods())
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.ENIs != 1 || s.Free != 5 || s.Used != 0 {
+		t.Fatalf("after the first sync: %+v, want 1 ENI with 5 free addresses", s)
+	}
+	e.agree(p)
+	seen := map[string]bool{}
+	for i := range 15 {
+		a, err := p.Assign(ctx, vpc.Key{Container: fmt.Sprintf("c%d", i), Iface: "eth0", Pod: fmt.Sprintf("ns/pod-%d", i)})
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+		if seen[a.IP.String()] {
+			t.Fatalf("pod %d got %s twice", i, a.IP)
+		}
+		seen[a.IP.String()] = true
+		if !p.SubnetCIDR().Contains(a.IP) {
+			t.Fatalf("pod %d got %s, outside the node's subnet %s", i, a.IP, p.SubnetCIDR())
+		}
+	}
+	if s := p.Stats(); s.ENIs != 3 || s.Used != 15 || s.Free != 0 {
+		t.Fatalf("with 15 pods: %+v, want 3 ENIs, 15 used", s)
+	}
+	e.agree(p)
+	if _, err := p.Assign(ctx, vpc.Key{Container: "c15", Iface: "eth0", Pod: "ns/pod-15"}); !errors.Is(err, vpc.ErrExhausted) {
+		t.Fatalf("16th pod: %v, want ErrExhausted", err)
+	}
+	// A retried CNI ADD gets the same address.
+	a1, _ := p.Assign(ctx, vpc.Key{Container: "c3", Iface: "eth0", Pod: "ns/pod-3"})
+	if as := p.Assignments(); !containsIP(as, a1.IP.String(), "ns/pod-3") {
+		t.Fatalf("retried ADD of pod-3 got %s", a1.IP)
+	}
+	for i := range 15 {
+		if _, err := p.Release(fmt.Sprintf("c%d", i), "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := p.Release("c0", "eth0"); r != nil || err != nil {
+		t.Fatalf("a repeated DEL: %v, %v", r, err)
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.ENIs != 1 || s.Free != 5 {
+		t.Fatalf("after releasing every pod: %+v, want back to 1 ENI with 5 free", s)
+	}
+	e.agree(p)
+}
+
+func containsIP(as []vpc.Assignment, ip, pod string) bool {
+	for _, a := range as {
+		if a.IP.String() == ip && a.Pod == pod {
+			return true
+		}
+	}
+	return false
+}
+
+// A restarted pool knows its pods from the checkpoint and EC2: it asks EC2
+// for nothing new and gives no address twice.
+func TestIntegrationPoolRestartKeepsAssignments(t *testing.T) {
+	e := newEnv(t, "m5.large")
+	ctx := context.Background()
+	p := e.open(e.config())
+	want := map[string]string{}
+	for i := range 12 {
+		a, err := p.Assign(ctx, vpc.Key{Container: fmt.Sprintf("c%d", i), Iface: "eth0", Pod: fmt.Sprintf("ns/pod-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[a.Container] = a.IP.String()
+	}
+	if err := p.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.proxy.ResetCalls()
+	q := e.open(e.config())
+	if err := q.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := mutating(e.proxy.Calls()); n != 0 {
+		t.Errorf("the restarted pool changed EC2 %d times: %v", n, e.proxy.Calls())
+	}
+	got := q.Assignments()
+	if len(got) != len(want) {
+		t.Fatalf("restarted with %d assignments, want %d", len(got), len(want))
+	}
+	for _, a := range got {
+		if want[a.Container] != a.IP.String() {
+			t.Errorf("container %s: %s after the restart, %s before", a.Container, a.IP, want[a.Container])
+		}
+	}
+	n, err := q.Assign(ctx, vpc.Key{Container: "new", Iface: "eth0", Pod: "ns/new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, ip := range want {
+		if ip == n.IP.String() {
+			t.Fatalf("the new pod got %s, which %s holds", ip, c)
+		}
+	}
+	e.agree(q)
+}
+
+// Throttled calls are retried after a backoff, counted, and given up on
+// with an error naming the call.
+func TestIntegrationPoolThrottled(t *testing.T) {
+	e := newEnv(t, "m5.large")
+	ctx := context.Background()
+	p := e.open(e.config())
+	reg := prometheus.NewRegistry()
+	if err := p.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	e.proxy.Throttle("AssignPrivateIpAddresses", 3)
+	start := time.Now()
+	if _, err := p.Assign(ctx, vpc.Key{Container: "c", Iface: "eth0", Pod: "ns/p"}); err != nil {
+		t.Fatalf("assign through 3 throttles: %v", err)
+	}
+	// Backoff 20ms doubling, each wait at least half: >= 10+20+40 ms.
+	if took := time.Since(start); took < 70*time.Millisecond {
+		t.Errorf("3 throttled calls retried within %s: no backoff", took)
+	}
+	if n := e.proxy.Calls()["AssignPrivateIpAddresses"]; n != 4 {
+		t.Errorf("AssignPrivateIpAddresses called %d times, want 3 throttled + 1", n)
+	}
+	if v := testutil.ToFloat64(metricVec(t, reg, "trellis_netd_ec2_throttled_total", "AssignPrivateIpAddresses")); v != 3 {
+		t.Errorf("throttled metric %v, want 3", v)
+	}
+	e.proxy.Throttle("CreateNetworkInterface", -1)
+	for i := range 8 { // fill the primary ENI (9 secondary addresses, one is c's)
+		if _, err := p.Assign(ctx, vpc.Key{Container: fmt.Sprintf("f%d", i), Iface: "eth0", Pod: "ns/f"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := p.Assign(ctx, vpc.Key{Container: "over", Iface: "eth0", Pod: "ns/over"})
+	if err == nil || !strings.Contains(err.Error(), "CreateNetworkInterface") || !strings.Contains(err.Error(), awsemu.ThrottleCode) {
+		t.Fatalf("assign while every CreateNetworkInterface is throttled: %v", err)
+	}
+	if n := e.proxy.Calls()["CreateNetworkInterface"]; n != 8 {
+		t.Errorf("CreateNetworkInterface tried %d times, want the discipline's 8 attempts", n)
+	}
+	e.proxy.Clear()
+	if _, err := p.Assign(ctx, vpc.Key{Container: "over", Iface: "eth0", Pod: "ns/over"}); err != nil {
+		t.Fatalf("after the throttling ends: %v", err)
+	}
+	e.agree(p)
+}
+
+func metricVec(t *testing.T, reg *prometheus.Registry, name, action string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "action" && l.GetValue() == action {
+					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
+					g.Set(m.GetCounter().GetValue())
+					return g
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{action=%q}", name, action)
+	return nil
+}
+
+// A change EC2 made but never answered (the caller gave up) is learnt on
+// the next sync: the pool reads the ENIs back instead of trusting its view.
+func TestIntegrationPoolInterruptedCall(t *testing.T) {
+	e := newEnv(t, "m5.large")
+	p := e.open(e.config())
+	held := e.proxy.Hold("AssignPrivateIpAddresses")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-held; cancel() }()
+	if _, err := p.Assign(ctx, vpc.Key{Container: "c", Iface: "eth0", Pod: "ns/p"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("assign whose EC2 call never answered: %v", err)
+	}
+	if got := len(e.cloud().addresses()); got != 9 {
+		t.Fatalf("EC2 holds %d addresses, want the 9 the unanswered call assigned", got)
+	}
+	e.proxy.ResetCalls()
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.proxy.Calls()["AssignPrivateIpAddresses"]; n != 0 {
+		t.Errorf("the sync asked EC2 for %d more batches instead of reading back the 9 it had", n)
+	}
+	e.agree(p)
+}
