@@ -14,6 +14,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssm v1.67.7
 	github.com/aws/smithy-go v1.24.2
 	github.com/blang/semver/v4 v4.0.0
+	github.com/containernetworking/cni v1.3.0
 	github.com/go-logr/logr v1.4.3
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-cmp v0.7.0

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/daemons/netd/vpc"
 	"github.com/trellis-dev/trellis/internal/fsync"
 	"github.com/trellis-dev/trellis/internal/nodepods"
 )
@@ -56,7 +57,10 @@ type Config struct {
 	// prefixes its commands (tests: "ip netns exec NS").
 	Firewall bool
 	Exec     []string
-	Logger   *slog.Logger
+	// VPC switches to the AWS mode (nil: the bridge over the node's pod
+	// CIDR, with routes to the other nodes').
+	VPC    *VPC
+	Logger *slog.Logger
 }
 
 // Daemon keeps the node's pod network.
@@ -92,6 +96,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.VPC != nil {
+		if cfg.VPC.Pool == nil {
+			return nil, errors.New("the AWS mode needs an address pool")
+		}
+		cfg.VPC.defaults()
+	}
 	if cfg.Netlink == nil {
 		h, err := netlink.NewHandle()
 		if err != nil {
@@ -125,6 +135,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), d.nodes.HasSynced, d.pods.HasSynced) {
 		return ctx.Err()
 	}
+	if v := d.cfg.VPC; v != nil {
+		go v.Pool.Run(ctx, v.Sync)
+		go func() {
+			if err := vpc.ServeSocket(ctx, v.Socket, v.Pool.Handler(v.MTU), d.log); err != nil {
+				d.log.Error("the CNI plugin's socket failed", "socket", v.Socket, "err", err)
+			}
+		}()
+	}
 	t := time.NewTicker(d.cfg.Resync)
 	defer t.Stop()
 	for {
@@ -150,6 +168,15 @@ func (d *Daemon) Applied() int {
 // Reconcile writes the CNI config and makes netd's routes equal to the
 // other nodes' pod CIDRs.
 func (d *Daemon) Reconcile() error {
+	if d.cfg.VPC != nil {
+		if err := d.reconcileVPC(); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.applied++
+		d.mu.Unlock()
+		return nil
+	}
 	var errs []error
 	want := map[string]net.IP{} // pod CIDR -> next hop
 	ownCIDR := ""
@@ -243,12 +270,17 @@ func ConfList(bridge string, mtu int, podCIDR string) ([]byte, error) {
 	return json.MarshalIndent(conf, "", "  ")
 }
 
-// writeCNI writes the conflist atomically, only when it changed.
+// writeCNI writes the bridge mode's conflist.
 func (d *Daemon) writeCNI(podCIDR string) error {
 	b, err := ConfList(d.cfg.Bridge, d.cfg.MTU, podCIDR)
 	if err != nil {
 		return err
 	}
+	return d.writeConf(b, "podCIDR "+podCIDR)
+}
+
+// writeConf writes the conflist atomically, only when it changed.
+func (d *Daemon) writeConf(b []byte, what string) error {
 	path := filepath.Join(d.cfg.CNIConfDir, "10-trellis.conflist")
 	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, b) {
 		return nil
@@ -259,6 +291,6 @@ func (d *Daemon) writeCNI(podCIDR string) error {
 	if err := fsync.Replace(path, b, 0o644); err != nil {
 		return err
 	}
-	d.log.Info("wrote the CNI configuration", "path", path, "podCIDR", podCIDR)
+	d.log.Info("wrote the CNI configuration", "path", path, "for", what)
 	return nil
 }

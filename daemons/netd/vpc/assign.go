@@ -3,9 +3,13 @@ package vpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 )
+
+// errNotReady: an attached ENI is not ready on the node yet.
+var errNotReady = errors.New("an attached ENI is not ready on the node yet")
 
 // Key names a pod's interface as the CNI does.
 type Key struct {
@@ -25,6 +29,14 @@ func (p *Pool) Assign(ctx context.Context, k Key) (Assignment, error) {
 			return a, err
 		}
 		err = p.grow(ctx, max(1, p.cfg.WarmAddresses), true)
+		if errors.Is(err, errNotReady) {
+			select {
+			case <-ctx.Done():
+				return Assignment{}, fmt.Errorf("waiting for an attached ENI to be ready on the node: %w", ctx.Err())
+			case <-p.clock.After(100 * time.Millisecond):
+			}
+			continue
+		}
 		if errors.Is(err, ErrExhausted) {
 			// At the limits: an address still cooling down is better
 			// than no pod.
@@ -72,7 +84,7 @@ func (p *Pool) pickLocked(ignoreCooldown bool) (*ENI, netip.Addr, bool) {
 	var bestAt time.Time
 	now := p.clock.Now()
 	for _, e := range p.enis {
-		if e.draining {
+		if e.draining || e.unwired {
 			continue
 		}
 		for _, ip := range e.Addresses {

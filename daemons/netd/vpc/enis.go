@@ -28,9 +28,13 @@ type ENI struct {
 	MAC        string
 	Subnet     string
 	Primary    netip.Addr
-	Addresses  []netip.Addr // secondary addresses
-	draining   bool         // being detached: no new pod on it
-	releasing  map[netip.Addr]bool
+	// CIDR is the ENI's subnet (the node's: the pool makes its ENIs
+	// there); set on the copies the pool hands out.
+	CIDR      netip.Prefix
+	Addresses []netip.Addr // secondary addresses
+	draining  bool         // being detached: no new pod on it
+	unwired   bool         // not ready on the node yet: no new pod on it
+	releasing map[netip.Addr]bool
 }
 
 // host is what EC2 says about the instance.
@@ -39,6 +43,8 @@ type host struct {
 	subnet       string
 	subnetCIDR   netip.Prefix
 	groups       []string
+	primary      netip.Addr
+	vpcCIDRs     []netip.Prefix
 }
 
 func (p *Pool) describeHost(ctx context.Context) (host, error) {
@@ -53,6 +59,9 @@ func (p *Pool) describeHost(ctx context.Context) (host, error) {
 	}
 	in := out.Reservations[0].Instances[0]
 	h := host{instanceType: string(in.InstanceType), subnet: aws.ToString(in.SubnetId)}
+	if h.primary, err = netip.ParseAddr(aws.ToString(in.PrivateIpAddress)); err != nil {
+		return host{}, fmt.Errorf("instance %s: %w", p.cfg.InstanceID, err)
+	}
 	for _, ni := range in.NetworkInterfaces {
 		if ni.Attachment != nil && aws.ToInt32(ni.Attachment.DeviceIndex) == 0 {
 			for _, g := range ni.Groups {
@@ -71,6 +80,27 @@ func (p *Pool) describeHost(ctx context.Context) (host, error) {
 	}
 	if h.subnetCIDR, err = netip.ParsePrefix(aws.ToString(subs.Subnets[0].CidrBlock)); err != nil {
 		return host{}, fmt.Errorf("subnet %s: %w", h.subnet, err)
+	}
+	vpcs, err := call(ctx, p.ec2, "DescribeVpcs", func(ctx context.Context) (*ec2.DescribeVpcsOutput, error) {
+		return p.cfg.EC2.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{aws.ToString(in.VpcId)}})
+	})
+	if err != nil {
+		return host{}, err
+	}
+	for _, v := range vpcs.Vpcs {
+		for _, a := range v.CidrBlockAssociationSet {
+			if a.CidrBlockState != nil && a.CidrBlockState.State != ec2types.VpcCidrBlockStateCodeAssociated {
+				continue
+			}
+			c, err := netip.ParsePrefix(aws.ToString(a.CidrBlock))
+			if err != nil {
+				return host{}, fmt.Errorf("VPC %s: %w", aws.ToString(v.VpcId), err)
+			}
+			h.vpcCIDRs = append(h.vpcCIDRs, c)
+		}
+	}
+	if len(h.vpcCIDRs) == 0 {
+		return host{}, fmt.Errorf("VPC %s of instance %s: EC2 gives it no CIDR", aws.ToString(in.VpcId), p.cfg.InstanceID)
 	}
 	return h, nil
 }
@@ -103,6 +133,7 @@ func fromEC2(ni ec2types.NetworkInterface) (*ENI, error) {
 		e.Attachment = aws.ToString(ni.Attachment.AttachmentId)
 		e.Device = int(aws.ToInt32(ni.Attachment.DeviceIndex))
 	}
+	e.unwired = e.Device > 0
 	for _, a := range ni.PrivateIpAddresses {
 		ip, err := netip.ParseAddr(aws.ToString(a.PrivateIpAddress))
 		if err != nil {
@@ -178,7 +209,7 @@ func (p *Pool) newENI(ctx context.Context, device, n int) (*ENI, error) {
 		_ = p.deleteENI(context.WithoutCancel(ctx), e.ID) // logged there
 		return nil, err
 	}
-	e.Attachment, e.Device = aws.ToString(att.AttachmentId), device
+	e.Attachment, e.Device, e.unwired = aws.ToString(att.AttachmentId), device, true
 	// The ENI goes when the instance does.
 	if _, err := call(ctx, p.ec2, "ModifyNetworkInterfaceAttribute", func(ctx context.Context) (*ec2.ModifyNetworkInterfaceAttributeOutput, error) {
 		return p.cfg.EC2.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
@@ -252,4 +283,32 @@ func (p *Pool) collectLeaked(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// wire readies the secondary ENIs that are not ready yet (Config.Wire);
+// one that fails stays closed to pods until a later sync wires it.
+func (p *Pool) wire(ctx context.Context) {
+	p.mu.Lock()
+	var todo []*ENI
+	for _, e := range p.enis {
+		if e.unwired {
+			if p.cfg.Wire == nil {
+				e.unwired = false
+				continue
+			}
+			todo = append(todo, e)
+		}
+	}
+	p.mu.Unlock()
+	for _, e := range todo {
+		c := *e
+		c.Addresses, c.releasing, c.CIDR = slices.Clone(e.Addresses), nil, p.host.subnetCIDR
+		if err := p.cfg.Wire(ctx, c); err != nil {
+			p.log.Warn("secondary ENI not ready on the node yet; its addresses wait", "eni", e.ID, "device", e.Device, "err", err)
+			continue
+		}
+		p.mu.Lock()
+		e.unwired = false
+		p.mu.Unlock()
+	}
 }

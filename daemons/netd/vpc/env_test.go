@@ -76,7 +76,9 @@ func awsConfig(url string) aws.Config {
 }
 
 func (e *env) config() vpc.Config {
-	return vpc.Config{EC2: e.ec2, InstanceID: e.instance, Cluster: "test.k8s.local", StateFile: e.state,
+	// No cooldown: the churn reuses a released address at once, the
+	// hardest case for "never given twice".
+	return vpc.Config{EC2: e.ec2, InstanceID: e.instance, Cluster: "test.k8s.local", StateFile: e.state, Cooldown: -1,
 		Discipline: vpc.Discipline{Backoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Rate: 1000, Burst: 1000}}
 }
 

@@ -35,14 +35,18 @@ type Config struct {
 	ReleaseAbove  int
 	// Cooldown keeps a released address from the next pod for a while,
 	// so stale conntrack entries and routes to the old pod are gone
-	// (default 30s; tests 0).
+	// (default 30s, as the AWS VPC CNI's; negative: none).
 	Cooldown time.Duration
 	// ReconcileEvery is how often a sync reads the node's ENIs back from
 	// EC2, to learn what changed outside the pool (default 1m).
 	ReconcileEvery time.Duration
-	Discipline     Discipline
-	Clock          clock.WithTicker
-	Log            *slog.Logger
+	// Wire readies a secondary ENI on the node (netd: its interface and
+	// route table) before any pod takes one of its addresses; retried on
+	// every sync until it succeeds.
+	Wire       func(context.Context, ENI) error
+	Discipline Discipline
+	Clock      clock.WithTicker
+	Log        *slog.Logger
 }
 
 // Stats count the node's addresses.
@@ -85,6 +89,9 @@ func Open(ctx context.Context, cfg Config) (*Pool, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = 30 * time.Second
+	}
 	if cfg.ReconcileEvery == 0 {
 		cfg.ReconcileEvery = time.Minute
 	}
@@ -114,6 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p.reconciled = p.clock.Now()
+	p.wire(ctx)
 	recorded, err := loadCheckpoint(cfg.StateFile, cfg.InstanceID)
 	if err != nil {
 		return nil, err
@@ -149,6 +157,13 @@ func (p *Pool) Limits() Limits { return p.limits }
 
 // SubnetCIDR is the node's subnet (the pool's ENIs are all in it).
 func (p *Pool) SubnetCIDR() netip.Prefix { return p.host.subnetCIDR }
+
+// Primary is the node's primary address (traffic leaving the VPC takes it).
+func (p *Pool) Primary() netip.Addr { return p.host.primary }
+
+// VPCCIDRs are the VPC's address ranges: pod traffic within them keeps the
+// pod's address.
+func (p *Pool) VPCCIDRs() []netip.Prefix { return slices.Clone(p.host.vpcCIDRs) }
 
 // owners maps every secondary address to its ENI; mu held or no one else.
 func (p *Pool) owners() map[netip.Addr]*ENI {

@@ -25,6 +25,14 @@ func (p *Pool) grow(ctx context.Context, n int, ifNonePickable bool) error {
 			return nil
 		}
 	}
+	if slices.ContainsFunc(p.enis, func(e *ENI) bool { return e.unwired }) {
+		// An attached ENI is not ready on the node yet (its interface
+		// shows up seconds after the attach): wait for it rather than
+		// attach another.
+		p.mu.Unlock()
+		p.wire(ctx)
+		return errNotReady
+	}
 	var target *ENI
 	for _, e := range p.enis {
 		if !e.draining && len(e.Addresses)+1 < p.limits.AddressesPerENI {
@@ -66,6 +74,7 @@ func (p *Pool) grow(ctx context.Context, n int, ifNonePickable bool) error {
 	p.metrics.set(p.statsLocked())
 	p.mu.Unlock()
 	p.log.Info("attached an ENI", "eni", e.ID, "device", e.Device, "addresses", len(e.Addresses))
+	p.wire(ctx)
 	return nil
 }
 
@@ -207,6 +216,13 @@ func (p *Pool) reconcile(ctx context.Context) error {
 	if added+removed > 0 || len(enis) != len(p.enis) {
 		p.log.Info("the node's ENIs in EC2 differed from the pool's view; took EC2's", "addressesAdded", added, "addressesRemoved", removed, "enis", len(enis))
 	}
+	ready := map[string]bool{}
+	for _, e := range p.enis {
+		ready[e.ID] = !e.unwired
+	}
+	for _, e := range enis {
+		e.unwired = e.Device > 0 && !ready[e.ID]
+	}
 	p.enis, p.stale, p.reconciled = enis, false, p.clock.Now()
 	p.metrics.set(p.statsLocked())
 	return nil
@@ -225,13 +241,14 @@ func (p *Pool) Sync(ctx context.Context) error {
 			return err
 		}
 	}
+	p.wire(ctx)
 	for range 2*p.limits.ENIs + 2 {
 		s := p.Stats()
 		deficit := p.cfg.WarmAddresses - s.Free
 		if deficit <= 0 || s.Free+s.Used >= s.Capacity {
 			break
 		}
-		if err := p.grow(ctx, deficit, false); errors.Is(err, ErrExhausted) {
+		if err := p.grow(ctx, deficit, false); errors.Is(err, ErrExhausted) || errors.Is(err, errNotReady) {
 			break
 		} else if err != nil {
 			return err

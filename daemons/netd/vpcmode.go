@@ -1,0 +1,130 @@
+package netd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/daemons/netd/podnet"
+	"github.com/trellis-dev/trellis/daemons/netd/vpc"
+)
+
+// VPC is netd's AWS mode: pods take VPC addresses from the pool, through
+// the trellis-cni plugin, instead of a bridge over the node's pod CIDR.
+type VPC struct {
+	Pool *vpc.Pool
+	// Socket is where the plugin reaches netd (netdapi.DefaultSocket).
+	Socket string
+	// MTU of pod interfaces (default 9001, the VPC's jumbo frames).
+	MTU int
+	// Collect is how long a pod's address outlives the pod before it is
+	// collected (default 1m); Sync how often the pool syncs (30s).
+	Collect time.Duration
+	Sync    time.Duration
+}
+
+func (v *VPC) defaults() {
+	if v.MTU == 0 {
+		v.MTU = 9001
+	}
+	if v.Collect == 0 {
+		v.Collect = time.Minute
+	}
+	if v.Sync == 0 {
+		v.Sync = 30 * time.Second
+	}
+}
+
+// WireENI is the pool's Config.Wire for netd: it readies a secondary
+// ENI's interface and route table in the node's namespace (h; exec
+// prefixes the commands run there, as Config.Exec).
+func WireENI(h *netlink.Handle, exec []string) func(context.Context, vpc.ENI) error {
+	return func(_ context.Context, e vpc.ENI) error {
+		mac, err := net.ParseMAC(e.MAC)
+		if err != nil {
+			return fmt.Errorf("ENI %s: %w", e.ID, err)
+		}
+		name, err := podnet.SetupENI(h, podnet.ENI{MAC: mac, Primary: e.Primary, Subnet: e.CIDR, Table: e.Device + 1})
+		if err != nil {
+			return err
+		}
+		// Replies to a pod on this ENI arrive on it, though the main
+		// table reaches the subnet through the primary ENI.
+		return iptables{prefix: exec}.run(nil, "sysctl", "-qw", fmt.Sprintf("net.ipv4.conf.%s.rp_filter=2", name))
+	}
+}
+
+// ConfListVPC is the CNI configuration of the AWS mode: trellis-cni, then
+// portmap.
+func ConfListVPC(socket string) ([]byte, error) {
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "trellis",
+		"plugins": []any{
+			map[string]any{"type": "trellis-cni", "socket": socket},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	return json.MarshalIndent(conf, "", "  ")
+}
+
+// reconcileVPC writes the CNI configuration, programs the firewall and
+// collects the addresses of pods that are gone.
+func (d *Daemon) reconcileVPC() error {
+	v := d.cfg.VPC
+	var errs []error
+	b, err := ConfListVPC(v.Socket)
+	if err != nil {
+		return err
+	}
+	if err := d.writeConf(b, "AWS mode"); err != nil {
+		errs = append(errs, err)
+	}
+	pods := map[string]*corev1.Pod{}
+	var allowed []string
+	for _, obj := range d.pods.GetStore().List() {
+		p := obj.(*corev1.Pod)
+		pods[p.Namespace+"/"+p.Name] = p
+		if p.Annotations[wellknown.AnnotationMetadataAccess] == "allow" && p.Status.PodIP != "" && !p.Spec.HostNetwork {
+			allowed = append(allowed, p.Status.PodIP)
+		}
+	}
+	if err := podnet.EnsureOutboundRule(d.cfg.Netlink); err != nil {
+		errs = append(errs, err)
+	}
+	if d.cfg.Firewall {
+		if err := d.ipt.syncVPC(v.Pool.VPCCIDRs(), v.Pool.Primary(), allowed); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: %w", err))
+		}
+	}
+	if _, err := v.Pool.Collect(func(a vpc.Assignment) bool { return holds(pods[a.Pod], a.IP) }, v.Collect); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// holds reports whether pod still runs with ip: it exists on the node and
+// its status shows no other address (a new sandbox's address replaces an
+// old one's).
+func holds(p *corev1.Pod, ip netip.Addr) bool {
+	if p == nil {
+		return false
+	}
+	if len(p.Status.PodIPs) == 0 {
+		return true
+	}
+	for _, pip := range p.Status.PodIPs {
+		if pip.IP == ip.String() {
+			return true
+		}
+	}
+	return false
+}
