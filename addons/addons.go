@@ -40,11 +40,15 @@ type Rendered struct {
 
 // Values are what templates see.
 type Values struct {
-	Cluster            string
-	Registry           string
-	Version            string
-	TrustDomain        string
-	PodCIDR            string
+	Cluster     string
+	Registry    string
+	Version     string
+	TrustDomain string
+	PodCIDR     string
+	// NetworkMode is netd's: "aws" (pods take VPC addresses from their
+	// node's ENIs) on AWS, "bridge" (a bridge over each node's pod CIDR)
+	// elsewhere.
+	NetworkMode        string
 	ZooKeeper          string
 	ZooKeeperRoot      string
 	LogShipperArgs     []string
@@ -67,7 +71,10 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 	v := Values{
 		Cluster: def.Name, Registry: Registry, TrustDomain: def.Runtime.TrustDomain, PodCIDR: def.Network.PodCIDR,
 		ZooKeeper: strings.Join(def.Runtime.ZooKeeper.Ensemble, ","), ZooKeeperRoot: def.Runtime.ZooKeeper.Root,
-		IssuerReplicas: 2, ControllerReplicas: 2,
+		IssuerReplicas: 2, ControllerReplicas: 2, NetworkMode: "bridge",
+	}
+	if def.Cloud == definition.CloudAWS {
+		v.NetworkMode = "aws"
 	}
 	if v.ZooKeeperRoot == "" {
 		v.ZooKeeperRoot = "/discovery"

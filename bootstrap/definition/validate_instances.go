@@ -171,6 +171,7 @@ func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGro
 			errs = append(errs, field.Invalid(p.Child("cloudLabels").Key(k), k, "a tag key of 1 to 128 characters, not starting with aws:"))
 		}
 	}
+	errs = append(errs, validatePodCapacity(d, p, ig, arch)...)
 	if k := ig.Kubelet; k != nil {
 		kp := p.Child("kubelet")
 		if k.MaxPods != nil && (*k.MaxPods < 1 || *k.MaxPods > 1000) {
@@ -201,4 +202,22 @@ func (d *ClusterDefinition) volumeType(v *RootVolume) string {
 		return ""
 	}
 	return eff.Type
+}
+
+// validatePodCapacity checks, on AWS, that every instance type the group
+// may launch is known, and that kubelet.maxPods fits the pod addresses its
+// smallest type holds (netd gives each pod a VPC address).
+func validatePodCapacity(d *ClusterDefinition, p *field.Path, ig *InstanceGroup, arch string) field.ErrorList {
+	if d.Cloud != CloudAWS || ig.MachineType == "" {
+		return nil
+	}
+	c, err := GroupPodCapacity(ig.MachineType, arch, ig.MixedInstances)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p.Child("machineType"), ig.MachineType, err.Error())}
+	}
+	if k := ig.Kubelet; k != nil && k.MaxPods != nil && *k.MaxPods > c.MaxPods {
+		return field.ErrorList{field.Invalid(p.Child("kubelet", "maxPods"), *k.MaxPods,
+			fmt.Sprintf("at most %d: every pod takes a VPC address, and %s holds %d (%s)", c.MaxPods, c.Bound, c.Limits.PodAddresses(), c.Limits))}
+	}
+	return nil
 }

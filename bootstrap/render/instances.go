@@ -80,3 +80,25 @@ func nodeGroupSettings(spec *kops.InstanceGroupSpec, g *definition.InstanceGroup
 		}
 	}
 }
+
+// podCapacity sets the kubelet's maxPods, unless the definition does, to
+// what the group's smallest instance type holds: netd gives every pod a
+// VPC address from its node's ENIs (kops does the same at boot for its
+// amazonvpc networking; Trellis renders it, so the spec says it).
+func podCapacity(spec *kops.InstanceGroupSpec, machineType, arch string, mi *definition.MixedInstances) error {
+	if spec.Kubelet != nil && spec.Kubelet.MaxPods != nil {
+		return nil
+	}
+	if arch == "" {
+		arch = definition.ArchAMD64
+	}
+	c, err := definition.GroupPodCapacity(machineType, arch, mi)
+	if err != nil {
+		return err
+	}
+	if spec.Kubelet == nil {
+		spec.Kubelet = &kops.KubeletConfigSpec{}
+	}
+	spec.Kubelet.MaxPods = new(c.MaxPods)
+	return nil
+}

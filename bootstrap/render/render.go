@@ -75,8 +75,10 @@ func ToKops(d *definition.ClusterDefinition) (*Spec, error) {
 	n.PodCIDR = d.Network.PodCIDR
 	n.ServiceClusterIPRange = d.Network.ServiceCIDR
 	n.NonMasqueradeCIDR = covering(d.Network.PodCIDR, d.Network.ServiceCIDR)
-	// Pod networking is Trellis's own daemon, installed as an addon.
+	// Pod networking is Trellis's own daemon, installed as an addon; on
+	// AWS it gives pods VPC addresses, which nodes may ask EC2 for.
 	n.CNI = &kops.CNINetworkingSpec{}
+	s.AdditionalPolicies = map[string]string{"node": netdPolicy()}
 	// The API is reached through its load balancer; no Route53 records.
 	n.Topology = &kops.TopologySpec{DNS: kops.DNSTypeNone}
 	for _, sub := range d.Network.Subnets {
@@ -116,6 +118,9 @@ func ToKops(d *definition.ClusterDefinition) (*Spec, error) {
 			Subnets:     []string{zone},
 		})
 		instanceSettings(d, &cpg.Spec, cp.InstanceMetadata, cp.RootVolume)
+		if err := podCapacity(&cpg.Spec, cp.MachineType, definition.MachineArchitecture(cp.MachineType), nil); err != nil {
+			return nil, fmt.Errorf("controlPlane: %w", err)
+		}
 		spec.InstanceGroups = append(spec.InstanceGroups, cpg)
 	}
 	etcdEnv := []kops.EnvVar{
@@ -158,6 +163,9 @@ func ToKops(d *definition.ClusterDefinition) (*Spec, error) {
 		}
 		instanceSettings(d, &ig.Spec, g.InstanceMetadata, g.RootVolume)
 		nodeGroupSettings(&ig.Spec, &g)
+		if err := podCapacity(&ig.Spec, g.MachineType, g.Architecture, g.MixedInstances); err != nil {
+			return nil, fmt.Errorf("instance group %s: %w", g.Name, err)
+		}
 		spec.InstanceGroups = append(spec.InstanceGroups, ig)
 	}
 	sort.SliceStable(spec.InstanceGroups, func(i, j int) bool { return spec.InstanceGroups[i].Name < spec.InstanceGroups[j].Name })

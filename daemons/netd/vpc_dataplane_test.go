@@ -308,14 +308,16 @@ func TestIntegrationVPCDataplane(t *testing.T) {
 		}
 		t.Cleanup(h.Close)
 		exe := []string{"ip", "netns", "exec", in.ns}
-		pool, err := vpc.Open(ctx, vpc.Config{EC2: l.ec2, InstanceID: in.id, StateFile: filepath.Join(sockDir, in.name+".json"),
-			WarmAddresses: 2, Cooldown: -1, Wire: WireENI(h, exe), Discipline: vpc.Discipline{Rate: 1000, Burst: 1000}})
+		// The node's instance comes from its providerID, as in a cluster.
+		v, err := OpenVPC(ctx, VPCOptions{Client: cp.Client, NodeName: in.name, StateDir: filepath.Join(sockDir, in.name), EC2: l.ec2,
+			Netlink: h, Exec: exe, Pool: vpc.Config{WarmAddresses: 2, Cooldown: -1, Discipline: vpc.Discipline{Rate: 1000, Burst: 1000}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sockets[in.name], pools[in.name] = filepath.Join(sockDir, in.name+".sock"), pool
+		v.Collect, v.Sync = time.Hour, time.Second
+		sockets[in.name], pools[in.name] = v.Socket, v.Pool
 		d, err := New(Config{NodeName: in.name, Client: cp.Client, CNIConfDir: t.TempDir(), Netlink: h, Resync: time.Second,
-			Firewall: true, Exec: exe, VPC: &VPC{Pool: pool, Socket: sockets[in.name], Collect: time.Hour, Sync: time.Second}})
+			Firewall: true, Exec: exe, VPC: v})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,12 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/netd/podnet"
@@ -127,4 +134,70 @@ func holds(p *corev1.Pod, ip netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// VPCOptions open the AWS mode for a node.
+type VPCOptions struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// Cluster tags the ENIs netd creates.
+	Cluster string
+	// StateDir holds the address checkpoint and the plugin's socket; on
+	// tmpfs (/run/trellis-netd), so it outlives netd and not the pods.
+	StateDir string
+	// EC2 is the client (nil: the default AWS configuration, in the node's
+	// region; AWS_ENDPOINT_URL reaches an emulator).
+	EC2 vpc.EC2
+	// Netlink and Exec reach the node's namespace (nil: the current one).
+	Netlink *netlink.Handle
+	Exec    []string
+	// Pool tunes the address pool (its EC2, InstanceID, StateFile, Wire
+	// and Log are filled in).
+	Pool vpc.Config
+	Log  *slog.Logger
+}
+
+// OpenVPC finds the node's instance from its providerID
+// (aws:///<zone>/<instance>) and opens its address pool.
+func OpenVPC(ctx context.Context, o VPCOptions) (*VPC, error) {
+	n, err := o.Client.CoreV1().Nodes().Get(ctx, o.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", o.NodeName, err)
+	}
+	zone, id, err := ParseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", o.NodeName, err)
+	}
+	if o.EC2 == nil {
+		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(zone[:len(zone)-1]))
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		o.EC2 = vpc.NewClient(cfg)
+	}
+	if o.Netlink == nil {
+		if o.Netlink, err = netlink.NewHandle(); err != nil {
+			return nil, err
+		}
+	}
+	pc := o.Pool
+	pc.EC2, pc.InstanceID, pc.Cluster, pc.Log = o.EC2, id, o.Cluster, o.Log
+	pc.StateFile = filepath.Join(o.StateDir, "addresses.json")
+	pc.Wire = WireENI(o.Netlink, o.Exec)
+	pool, err := vpc.Open(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	return &VPC{Pool: pool, Socket: filepath.Join(o.StateDir, "cni.sock")}, nil
+}
+
+// ParseProviderID splits an AWS node's providerID into its zone and
+// instance id.
+func ParseProviderID(s string) (zone, instance string, err error) {
+	rest, ok := strings.CutPrefix(s, "aws:///")
+	zone, instance, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || len(zone) < 2 || !strings.HasPrefix(instance, "i-") {
+		return "", "", fmt.Errorf("providerID %q is not aws:///<zone>/<instance id>", s)
+	}
+	return zone, instance, nil
 }

@@ -27,6 +27,11 @@ var binaries = map[string]string{
 	"hello":        "trellis-hello",
 }
 
+// extras are binaries an image carries beside its entrypoint, at
+// /<binary>: netd's image carries the trellis-cni plugin of its AWS mode,
+// which an init container copies onto the node.
+var extras = map[string][]string{"netd": {"trellis-cni"}}
+
 // needsTools are the images whose binary runs host tools (netd runs
 // iptables-restore): they are built on the node's rootfs, not scratch.
 var needsTools = map[string]bool{"netd": true}
@@ -71,8 +76,12 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 		if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777); err != nil {
 			return nil, err
 		}
-		if err := link(filepath.Join(binDir, bin), filepath.Join(dir, bin)); err != nil {
-			return nil, fmt.Errorf("image %s: %w (make build)", img, err)
+		copies := ""
+		for _, b := range append([]string{bin}, extras[base]...) {
+			if err := link(filepath.Join(binDir, b), filepath.Join(dir, b)); err != nil {
+				return nil, fmt.Errorf("image %s: %w (make build)", img, err)
+			}
+			copies += fmt.Sprintf("COPY %s /%s\n", b, b)
 		}
 		from := "scratch"
 		if needsTools[base] {
@@ -80,7 +89,7 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 				return nil, err
 			}
 		}
-		dockerfile := fmt.Sprintf("FROM %s\nCOPY tmp /tmp\nCOPY %s /%s\nENTRYPOINT [\"/%s\"]\n", from, bin, bin, bin)
+		dockerfile := fmt.Sprintf("FROM %s\nCOPY tmp /tmp\n%sENTRYPOINT [\"/%s\"]\n", from, copies, bin)
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
 			return nil, err
 		}

@@ -7,28 +7,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/trellis-dev/trellis/internal/enilimits"
 )
 
-// Limits are an instance type's network limits: how many ENIs it takes
-// and how many private IPv4 addresses each ENI holds (its primary one
-// included).
-type Limits struct {
-	ENIs            int
-	AddressesPerENI int
-}
-
-// PodAddresses is how many pod addresses an instance can hold: every
-// ENI's secondary addresses.
-func (l Limits) PodAddresses() int { return l.ENIs * (l.AddressesPerENI - 1) }
-
-// MaxPods is the kubelet's maxPods for the instance type: its pod
-// addresses plus two for the host-network daemons every node runs, the
-// formula kops and the AWS VPC CNI use for their amazonvpc networking.
-func (l Limits) MaxPods() int { return l.PodAddresses() + 2 }
-
-func (l Limits) String() string {
-	return fmt.Sprintf("%d ENIs x %d addresses", l.ENIs, l.AddressesPerENI)
-}
+// Limits are an instance type's network limits (the same type the
+// renderer reads from its offline table; netd asks EC2).
+type Limits = enilimits.Limits
 
 // lookupLimits asks EC2 for an instance type's limits.
 func lookupLimits(ctx context.Context, c *caller, api EC2, instanceType string) (Limits, error) {
