@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -128,8 +129,11 @@ func newVPCLab(t *testing.T) *vpcLab {
 		sh(t, "ip", "-n", in.ns, "route", "add", "default", "via", in.subnet.Addr().Next().String())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	done := make(chan struct{})
+	// Stopped before the namespaces go (cleanups run last-in first).
+	t.Cleanup(func() { cancel(); <-done })
 	go func() { // the hypervisor: attached ENIs show up on their instance
+		defer close(done)
 		for ctx.Err() == nil {
 			l.plug()
 			time.Sleep(100 * time.Millisecond)
@@ -443,6 +447,39 @@ func TestIntegrationVPCDataplane(t *testing.T) {
 	}
 	if _, err := cni(t, bin, a.ns, "DEL", sockets[a.name], "a2", "/var/run/netns/trl-a2-"+l.sfx); err != nil {
 		t.Error("a repeated DEL failed")
+	}
+
+	// Churn through the real plugin: ADD to a wired pod, then DEL, 100
+	// times; the pool ends where it started and the host keeps no veth,
+	// route or rule of the churned pods.
+	start := pools[a.name].Stats()
+	rulesBefore := sh(t, "ip", "-n", a.ns, "rule", "show")
+	ns := "trl-churn-" + l.sfx
+	sh(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	var lat []time.Duration
+	for i := range 100 {
+		pod := fmt.Sprint("churn", i)
+		t0 := time.Now()
+		if out, err := cni(t, bin, a.ns, "ADD", sockets[a.name], pod, "/var/run/netns/"+ns); err != nil {
+			t.Fatalf("churn ADD %d: %v\n%s", i, err, out)
+		}
+		lat = append(lat, time.Since(t0))
+		if out, err := cni(t, bin, a.ns, "DEL", sockets[a.name], pod, "/var/run/netns/"+ns); err != nil {
+			t.Fatalf("churn DEL %d: %v\n%s", i, err, out)
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("CNI ADD through trellis-cni (exec, netd, veth, routes, rules), 100 pods: p50 %s p99 %s",
+		lat[50].Round(100*time.Microsecond), lat[99].Round(100*time.Microsecond))
+	if end := pools[a.name].Stats(); end.Used != start.Used {
+		t.Errorf("after the churn %d addresses used, before it %d", end.Used, start.Used)
+	}
+	if out := sh(t, "ip", "-n", a.ns, "-o", "link", "show"); strings.Count(out, ": trl") != start.Used {
+		t.Errorf("%d pod interfaces on the host, want %d:\n%s", strings.Count(out, ": trl"), start.Used, out)
+	}
+	if rules := sh(t, "ip", "-n", a.ns, "rule", "show"); rules != rulesBefore {
+		t.Errorf("rules changed by the churn:\n%s\nbefore:\n%s", rules, rulesBefore)
 	}
 
 	// The bridge mode on the same VPC: pod CIDRs routed via the other
