@@ -32,6 +32,8 @@ var (
 	Kops = mustGet("KOPS_VERSION")
 	// Kwok is the release of `make bench-scale`'s simulated nodes.
 	Kwok = mustGet("KWOK_VERSION")
+	// Karmada is the release of the fleet's control plane.
+	Karmada = mustGet("KARMADA_VERSION")
 )
 
 // MinKubernetes and MaxKubernetes bound the Kubernetes versions a cluster
