@@ -42,6 +42,7 @@ check_packages() {
   for c in iptables iptables-restore iptables-save; do
     have "${c}" || need iptables "daemons/netd programs ${c} in those namespaces"
   done
+  have sysctl || need procps "daemons/netd's VPC test sets forwarding and proxy ARP in its namespaces"
   [[ -f /usr/share/java/zookeeper.jar ]] || need zookeeper "real ZooKeeper servers (internal/testutil/zookeeper)"
   [[ -f /usr/share/java/slf4j-simple.jar ]] || need libslf4j-java "ZooKeeper's logger on the test servers' classpath"
   have java || need default-jre-headless "runs ZooKeeper"

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -64,9 +65,23 @@ func WireENI(h *netlink.Handle, exec []string) func(context.Context, vpc.ENI) er
 			return err
 		}
 		// Replies to a pod on this ENI arrive on it, though the main
-		// table reaches the subnet through the primary ENI.
-		return iptables{prefix: exec}.run(nil, "sysctl", "-qw", fmt.Sprintf("net.ipv4.conf.%s.rp_filter=2", name))
+		// table reaches the subnet through the primary ENI: loose
+		// reverse-path filtering on it.
+		return setSysctl(exec, "/proc/sys/net/ipv4/conf/"+name+"/rp_filter", "2")
 	}
+}
+
+// setSysctl writes a /proc/sys file in the node's namespace: directly, or
+// through the exec prefix (tests: "ip netns exec NS"), whose namespace a
+// shell sees in its /proc/sys/net.
+func setSysctl(exec []string, path, value string) error {
+	if len(exec) == 0 {
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s: %w", path, err)
+		}
+		return nil
+	}
+	return iptables{prefix: exec}.run(nil, "sh", "-c", fmt.Sprintf("echo %s > %s", value, path))
 }
 
 // ConfListVPC is the CNI configuration of the AWS mode: trellis-cni, then
