@@ -105,26 +105,34 @@ func (p *Pool) describeHost(ctx context.Context) (host, error) {
 	return h, nil
 }
 
-// attached lists the ENIs attached to the instance, by device index.
-func (p *Pool) attached(ctx context.Context) ([]*ENI, error) {
+// attached lists the pool's ENIs attached to the instance, by device
+// index, and the device indexes other ENIs hold.
+func (p *Pool) attached(ctx context.Context) ([]*ENI, []int, error) {
 	out, err := call(ctx, p.ec2, "DescribeNetworkInterfaces", func(ctx context.Context) (*ec2.DescribeNetworkInterfacesOutput, error) {
 		return p.cfg.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{
 			Filters: []ec2types.Filter{{Name: aws.String("attachment.instance-id"), Values: []string{p.cfg.InstanceID}}},
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var enis []*ENI
+	var others []int
 	for _, ni := range out.NetworkInterfaces {
 		e, err := fromEC2(ni)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		// The primary ENI, and the ENIs netd made: another ENI on the
+		// instance (EFA, a trunk, another tool's) is not the pool's.
+		if e.Device != 0 && !madeBy(ni.TagSet, p.cfg.InstanceID) {
+			others = append(others, e.Device)
+			continue
 		}
 		enis = append(enis, e)
 	}
 	slices.SortFunc(enis, func(a, b *ENI) int { return a.Device - b.Device })
-	return enis, nil
+	return enis, others, nil
 }
 
 func fromEC2(ni ec2types.NetworkInterface) (*ENI, error) {
@@ -311,4 +319,13 @@ func (p *Pool) wire(ctx context.Context) {
 		e.unwired = false
 		p.mu.Unlock()
 	}
+}
+
+func madeBy(tags []ec2types.Tag, instance string) bool {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == TagInstance && aws.ToString(t.Value) == instance {
+			return true
+		}
+	}
+	return false
 }

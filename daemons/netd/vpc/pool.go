@@ -74,6 +74,7 @@ type Pool struct {
 	stale      bool
 	reconciled time.Time
 	enis       []*ENI
+	others     []int // device indexes of ENIs that are not the pool's
 	used       map[netip.Addr]*Assignment
 	byKey      map[string]*Assignment
 	freed      map[netip.Addr]time.Time // when an address was last released
@@ -117,7 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Pool, error) {
 	if p.cfg.ReleaseAbove == 0 {
 		p.cfg.ReleaseAbove = p.cfg.WarmAddresses
 	}
-	if p.enis, err = p.attached(ctx); err != nil {
+	if p.enis, p.others, err = p.attached(ctx); err != nil {
 		return nil, err
 	}
 	p.reconciled = p.clock.Now()
@@ -184,7 +185,8 @@ func (p *Pool) Stats() Stats {
 }
 
 func (p *Pool) statsLocked() Stats {
-	s := Stats{ENIs: len(p.enis), Used: len(p.used), Capacity: p.limits.PodAddresses()}
+	// Other tools' ENIs count against the instance's limit.
+	s := Stats{ENIs: len(p.enis), Used: len(p.used), Capacity: (p.limits.ENIs - len(p.others)) * (p.limits.AddressesPerENI - 1)}
 	for _, e := range p.enis {
 		for _, ip := range e.Addresses {
 			if p.used[ip] == nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -221,4 +223,49 @@ func TestIntegrationPoolInterruptedCall(t *testing.T) {
 		t.Errorf("the sync asked EC2 for %d more batches instead of reading back the 9 it had", n)
 	}
 	e.agree(p)
+}
+
+// An ENI another tool attached to the instance is not the pool's: its
+// addresses are never handed to pods, and it is never detached.
+func TestIntegrationPoolLeavesOthersENIs(t *testing.T) {
+	e := newEnv(t, "m5.large")
+	ctx := context.Background()
+	other, err := e.direct.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(e.subnet), SecondaryPrivateIpAddressCount: aws.Int32(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.direct.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: other.NetworkInterface.NetworkInterfaceId,
+		InstanceId: aws.String(e.instance), DeviceIndex: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.open(e.config())
+	for _, en := range p.ENIs() {
+		if en.ID == aws.ToString(other.NetworkInterface.NetworkInterfaceId) {
+			t.Fatal("the pool took another tool's ENI")
+		}
+	}
+	for i := range 12 { // past the primary ENI: the pool attaches its own at device 2
+		a, err := p.Assign(ctx, vpc.Key{Container: fmt.Sprint("c", i), Iface: "eth0", Pod: "ns/p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ENI == aws.ToString(other.NetworkInterface.NetworkInterfaceId) || a.Device == 1 {
+			t.Fatalf("pod %d got %s on the other tool's ENI", i, a.IP)
+		}
+	}
+	if got := len(e.cloud().attached); got != 3 {
+		t.Fatalf("%d ENIs attached, want the primary, the other tool's and the pool's second", got)
+	}
+	// The other tool's ENI counts against m5.large's 3: 2 x 9 pods.
+	for i := 12; i < 18; i++ {
+		if _, err := p.Assign(ctx, vpc.Key{Container: fmt.Sprint("c", i), Iface: "eth0", Pod: "ns/p"}); err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+	}
+	if _, err := p.Assign(ctx, vpc.Key{Container: "c18", Iface: "eth0", Pod: "ns/p"}); !errors.Is(err, vpc.ErrExhausted) {
+		t.Fatalf("19th pod: %v, want ErrExhausted", err)
+	}
+	if s := p.Stats(); s.Capacity != 18 {
+		t.Errorf("capacity %d, want 18", s.Capacity)
+	}
 }

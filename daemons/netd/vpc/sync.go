@@ -40,7 +40,7 @@ func (p *Pool) grow(ctx context.Context, n int, ifNonePickable bool) error {
 			break
 		}
 	}
-	count, device := len(p.enis), p.freeDeviceLocked()
+	count, device := len(p.enis)+len(p.others), p.freeDeviceLocked()
 	p.mu.Unlock()
 	if target != nil {
 		room := p.limits.AddressesPerENI - 1 - len(target.Addresses)
@@ -80,7 +80,7 @@ func (p *Pool) grow(ctx context.Context, n int, ifNonePickable bool) error {
 
 func (p *Pool) freeDeviceLocked() int {
 	for d := 1; ; d++ {
-		if !slices.ContainsFunc(p.enis, func(e *ENI) bool { return e.Device == d }) {
+		if !slices.Contains(p.others, d) && !slices.ContainsFunc(p.enis, func(e *ENI) bool { return e.Device == d }) {
 			return d
 		}
 	}
@@ -184,7 +184,7 @@ func (p *Pool) markStale() {
 func (p *Pool) reconcile(ctx context.Context) error {
 	p.change.Lock()
 	defer p.change.Unlock()
-	enis, err := p.attached(ctx)
+	enis, others, err := p.attached(ctx)
 	if err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func (p *Pool) reconcile(ctx context.Context) error {
 	for _, e := range enis {
 		e.unwired = e.Device > 0 && !ready[e.ID]
 	}
-	p.enis, p.stale, p.reconciled = enis, false, p.clock.Now()
+	p.enis, p.others, p.stale, p.reconciled = enis, others, false, p.clock.Now()
 	p.metrics.set(p.statsLocked())
 	return nil
 }
