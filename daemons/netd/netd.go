@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -57,6 +58,12 @@ type Config struct {
 	// prefixes its commands (tests: "ip netns exec NS").
 	Firewall bool
 	Exec     []string
+	// FirewallEvery is how often unchanged firewall rules are written
+	// again, to repair what changed them behind netd's back (default
+	// 30s); changed ones are written at once. Pods come and go far more
+	// often than the rules change: a pod's start does not pay for
+	// iptables-restore.
+	FirewallEvery time.Duration
 	// VPC switches to the AWS mode (nil: the bridge over the node's pod
 	// CIDR, with routes to the other nodes').
 	VPC    *VPC
@@ -74,6 +81,17 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	applied int
+
+	// The firewall's inputs when last written, and when.
+	firewallKey string
+	firewallAt  time.Time
+}
+
+// firewallDue reports whether rules made from key need writing: they
+// changed, or FirewallEvery passed. done records a successful write.
+func (d *Daemon) firewallDue(key string) (due bool, done func()) {
+	due = key != d.firewallKey || time.Since(d.firewallAt) >= d.cfg.FirewallEvery
+	return due, func() { d.firewallKey, d.firewallAt = key, time.Now() }
 }
 
 // New returns a daemon; Run starts it.
@@ -92,6 +110,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Resync == 0 {
 		cfg.Resync = 30 * time.Second
+	}
+	if cfg.FirewallEvery == 0 {
+		cfg.FirewallEvery = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -231,8 +252,13 @@ func (d *Daemon) Reconcile() error {
 				allowed = append(allowed, p.Status.PodIP)
 			}
 		}
-		if err := d.ipt.sync(ownCIDR, d.cfg.ClusterCIDR, allowed); err != nil {
-			errs = append(errs, fmt.Errorf("iptables: %w", err))
+		sort.Strings(allowed)
+		if due, done := d.firewallDue(fmt.Sprint(ownCIDR, d.cfg.ClusterCIDR, allowed)); due {
+			if err := d.ipt.sync(ownCIDR, d.cfg.ClusterCIDR, allowed); err != nil {
+				errs = append(errs, fmt.Errorf("iptables: %w", err))
+			} else {
+				done()
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -123,8 +124,14 @@ func (d *Daemon) reconcileVPC() error {
 		errs = append(errs, err)
 	}
 	if d.cfg.Firewall {
-		if err := d.ipt.syncVPC(v.Pool.VPCCIDRs(), v.Pool.Primary(), allowed); err != nil {
-			errs = append(errs, fmt.Errorf("iptables: %w", err))
+		sort.Strings(allowed)
+		cidrs, primary := v.Pool.VPCCIDRs(), v.Pool.Primary()
+		if due, done := d.firewallDue(fmt.Sprint(cidrs, primary, allowed)); due {
+			if err := d.ipt.syncVPC(cidrs, primary, allowed); err != nil {
+				errs = append(errs, fmt.Errorf("iptables: %w", err))
+			} else {
+				done()
+			}
 		}
 	}
 	if _, err := v.Pool.Collect(func(a vpc.Assignment) bool { return holds(pods[a.Pod], a.IP) }, v.Collect); err != nil {
