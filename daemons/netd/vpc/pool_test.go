@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/trellis-dev/trellis/daemons/netd/vpc"
 	"github.com/trellis-dev/trellis/internal/awsemu"
+	"github.com/trellis-dev/trellis/internal/netdapi"
 )
 
 // A t3.medium takes 3 ENIs of 6 addresses: 15 pods. The pool warms up on
@@ -267,5 +271,40 @@ func TestIntegrationPoolLeavesOthersENIs(t *testing.T) {
 	}
 	if s := p.Stats(); s.Capacity != 18 {
 		t.Errorf("capacity %d, want 18", s.Capacity)
+	}
+}
+
+// The plugin's socket: an ADD without the pod's name is refused (the
+// collector could not know its pod), a DEL of nothing answers an empty
+// address.
+func TestIntegrationPoolSocket(t *testing.T) {
+	e := newEnv(t, "m5.large")
+	p := e.open(e.config())
+	srv := httptest.NewServer(p.Handler(9001))
+	defer srv.Close()
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(netdapi.AddPath, `{"container":"c1","iface":"eth0"}`); code != http.StatusBadRequest || !strings.Contains(body, "K8S_POD_NAME") {
+		t.Fatalf("ADD without a pod: %d %s", code, body)
+	}
+	code, body := post(netdapi.AddPath, `{"container":"c1","iface":"eth0","namespace":"shop","pod":"web-0"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"mtu":9001`) {
+		t.Fatalf("ADD: %d %s", code, body)
+	}
+	if code, body := post(netdapi.DelPath, `{"container":"c1","iface":"eth0"}`); code != http.StatusOK || strings.Contains(body, `"ip":""`) {
+		t.Fatalf("DEL: %d %s", code, body)
+	}
+	if code, body := post(netdapi.DelPath, `{"container":"c1","iface":"eth0"}`); code != http.StatusOK || !strings.Contains(body, `"ip":""`) {
+		t.Fatalf("a repeated DEL: %d %s", code, body)
+	}
+	if code, _ := post(netdapi.AddPath, `{"iface":"eth0"}`); code != http.StatusBadRequest {
+		t.Fatalf("ADD without a container: %d", code)
 	}
 }

@@ -23,6 +23,11 @@ func (p *Pool) Handler(mtu int) http.Handler {
 		if !ok {
 			return
 		}
+		if req.Namespace == "" || req.Pod == "" {
+			// The collector keeps an address only while its pod exists.
+			fail(w, http.StatusBadRequest, errors.New("the pod's namespace and name are required (CNI_ARGS K8S_POD_NAMESPACE, K8S_POD_NAME)"))
+			return
+		}
 		a, err := p.Assign(r.Context(), Key{Container: req.Container, Iface: req.Iface, Pod: req.Namespace + "/" + req.Pod})
 		if err != nil {
 			p.log.Warn("CNI ADD failed", "container", req.Container, "pod", req.Namespace+"/"+req.Pod, "err", err)
