@@ -203,9 +203,9 @@ func TestIntegrationRoutesInNetworkNamespaces(t *testing.T) {
 	}
 }
 
-// listen serves TCP on addr inside namespace ns and records the source
-// address of every connection.
-func listen(t *testing.T, ns, addr string, seen chan<- string) {
+// serveTCP serves TCP on addr inside namespace ns, handing every
+// connection and its source address to handle, which closes nothing.
+func serveTCP(t *testing.T, ns, addr string, handle func(c net.Conn, source string)) {
 	t.Helper()
 	var l net.Listener
 	inNS(t, ns, func() {
@@ -222,13 +222,22 @@ func listen(t *testing.T, ns, addr string, seen chan<- string) {
 				return
 			}
 			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			select {
-			case seen <- host:
-			default:
-			}
+			handle(c, host)
 			c.Close()
 		}
 	}()
+}
+
+// listen serves TCP on addr inside namespace ns and records the source
+// address of every connection.
+func listen(t *testing.T, ns, addr string, seen chan<- string) {
+	t.Helper()
+	serveTCP(t, ns, addr, func(_ net.Conn, host string) {
+		select {
+		case seen <- host:
+		default:
+		}
+	})
 }
 
 // source dials addr from ns and returns the source address the server saw

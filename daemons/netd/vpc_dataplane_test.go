@@ -228,25 +228,7 @@ func run(args ...string) error {
 // the source address it came from.
 func echoSource(t *testing.T, ns, addr string) {
 	t.Helper()
-	var ln net.Listener
-	inNS(t, ns, func() {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			_, _ = io.WriteString(c, host)
-			c.Close()
-		}
-	}()
+	serveTCP(t, ns, addr, func(c net.Conn, host string) { _, _ = io.WriteString(c, host) })
 }
 
 // sourceSeen connects from namespace ns to addr and returns the source

@@ -175,7 +175,7 @@ func Teardown(host *netlink.Handle, p Pod) error {
 	var errs []error
 	if p.IP.IsValid() {
 		for _, r := range rules(p) {
-			if err := host.RuleDel(r); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ESRCH) {
+			if err := host.RuleDel(r); err != nil && !isGone(err) {
 				errs = append(errs, fmt.Errorf("policy rule for %s: %w", p.IP, err))
 			}
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/trellis-dev/trellis/daemons/netd/vpc"
 	"github.com/trellis-dev/trellis/internal/awsemu"
@@ -158,7 +157,7 @@ func TestIntegrationPoolThrottled(t *testing.T) {
 	if n := e.proxy.Calls()["AssignPrivateIpAddresses"]; n != 4 {
 		t.Errorf("AssignPrivateIpAddresses called %d times, want 3 throttled + 1", n)
 	}
-	if v := testutil.ToFloat64(metricVec(t, reg, "trellis_netd_ec2_throttled_total", "AssignPrivateIpAddresses")); v != 3 {
+	if v := counter(t, reg, "trellis_netd_ec2_throttled_total", "AssignPrivateIpAddresses"); v != 3 {
 		t.Errorf("throttled metric %v, want 3", v)
 	}
 	e.proxy.Throttle("CreateNetworkInterface", -1)
@@ -181,7 +180,8 @@ func TestIntegrationPoolThrottled(t *testing.T) {
 	e.agree(p)
 }
 
-func metricVec(t *testing.T, reg *prometheus.Registry, name, action string) prometheus.Collector {
+// counter reads name{action} from reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, action string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -194,15 +194,13 @@ func metricVec(t *testing.T, reg *prometheus.Registry, name, action string) prom
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "action" && l.GetValue() == action {
-					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
-					g.Set(m.GetCounter().GetValue())
-					return g
+					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
 	t.Fatalf("no %s{action=%q}", name, action)
-	return nil
+	return 0
 }
 
 // A change EC2 made but never answered (the caller gave up) is learnt on
