@@ -1,0 +1,70 @@
+package forecast
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+const day = 24 * time.Hour
+
+// Options tune a fit; zero fields take the defaults.
+type Options struct {
+	// Horizon is how far ahead to forecast (default 30 days).
+	Horizon time.Duration
+	// MinHistory is the history (after a namespace's first use and after
+	// its last change point) below which Fit refuses (default 14 days).
+	MinHistory time.Duration
+	// Window is the most recent history the model looks at (default 8
+	// weeks): older levels say little about next month.
+	Window time.Duration
+	// PlanStep is the length of one step of a quota schedule (default a
+	// day: `quota watch` applies each step when it starts).
+	PlanStep time.Duration
+	// Risk is the probability that a week's usage rises above PeakBound
+	// on some day of it, when the model's assumptions hold (default
+	// 0.003). The backtests set it: lower wastes quota on every family,
+	// higher let namespaces run out in them.
+	Risk float64
+	// Interval is the two-sided probability of the hourly band Lower..Upper
+	// (default 0.95).
+	Interval float64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Horizon == 0 {
+		o.Horizon = 30 * day
+	}
+	if o.MinHistory == 0 {
+		o.MinHistory = 14 * day
+	}
+	if o.Window == 0 {
+		o.Window = 56 * day
+	}
+	if o.PlanStep == 0 {
+		o.PlanStep = day
+	}
+	if o.Risk == 0 {
+		o.Risk = 0.003
+	}
+	if o.Interval == 0 {
+		o.Interval = 0.95
+	}
+	return o
+}
+
+// ShortHistoryError is Fit's refusal: the series holds too little usable
+// history. Planners fall back to the peak-plus-headroom rule.
+type ShortHistoryError struct {
+	Have, Want time.Duration
+}
+
+func (e *ShortHistoryError) Error() string {
+	return fmt.Sprintf("%s of history, want at least %s", e.Have.Round(time.Hour), e.Want.Round(time.Hour))
+}
+
+// IsShortHistory reports whether err is a ShortHistoryError.
+func IsShortHistory(err error) bool {
+	var s *ShortHistoryError
+	return errors.As(err, &s)
+}
