@@ -31,6 +31,9 @@ type Options struct {
 	Interval float64
 }
 
+// DefaultOptions fills o's zero fields with the defaults.
+func DefaultOptions(o Options) Options { return o.withDefaults() }
+
 func (o Options) withDefaults() Options {
 	if o.Horizon == 0 {
 		o.Horizon = 30 * day

@@ -161,7 +161,7 @@ func Surge(ctx context.Context, cp *controlplane.ControlPlane, ns string, planne
 		corev1.ResourceRequestsCPU:    *resource.NewMilliQuantity(int64(planned)*10, resource.DecimalSI),
 		corev1.ResourceRequestsMemory: *resource.NewQuantity(int64(planned)*16<<20, resource.BinarySI),
 	}}}
-	if _, err := quota.Apply(ctx, c, plan); err != nil {
+	if _, err := quota.Apply(ctx, c, plan, time.Now()); err != nil {
 		return SurgeResult{}, err
 	}
 	for {

@@ -78,22 +78,32 @@ func freePort(t *testing.T) int {
 // startPrometheus runs Debian's prometheus scraping target every second.
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
+	return startPrometheusOn(t, filepath.Join(t.TempDir(), "data"), target)
+}
+
+// startPrometheusOn runs Debian's prometheus on the TSDB in data (kept
+// 400 days), scraping target every second when it is not empty.
+func startPrometheusOn(t *testing.T, data, target string) string {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("prometheus is not installed (apt-get install prometheus): %v", err)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
+	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+	if target != "" {
+		conf += fmt.Sprintf(`scrape_configs:
 - job_name: kube-state-metrics
   honor_labels: true
   static_configs: [{targets: [%q]}]
-`, target)), 0o644); err != nil {
+`, target)
+	}
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=400d", "--web.listen-address="+addr)
 	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
 		t.Fatal(err)

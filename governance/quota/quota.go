@@ -161,10 +161,26 @@ func (s Store) Load(now time.Time) ([]Sample, error) {
 	return out, sc.Err()
 }
 
-// Plan is the quotas to apply, per namespace.
+// Plan is the quotas to apply, per namespace. A forecast plan also holds
+// each namespace's schedule: Quotas is then its first step.
 type Plan struct {
 	Headroom float64                                              `json:"headroom"`
 	Quotas   map[string]map[corev1.ResourceName]resource.Quantity `json:"quotas"`
+	// Forecast says how a forecast plan was made; nil for peak plans.
+	Forecast *ForecastInfo `json:"forecast,omitempty"`
+	// Schedules are the steps of each namespace's quota over the horizon,
+	// a step starting where the one before it ends and holding until the
+	// next (or the horizon).
+	Schedules map[string][]Step `json:"schedules,omitempty"`
+	// Fallbacks are, per namespace, the resources planned by the peak
+	// rule because their history was too short to forecast.
+	Fallbacks map[string][]corev1.ResourceName `json:"fallbacks,omitempty"`
+}
+
+// Step is one step of a quota schedule.
+type Step struct {
+	From time.Time                                 `json:"from"`
+	Hard map[corev1.ResourceName]resource.Quantity `json:"hard"`
 }
 
 // Minimums keep a quiet namespace usable.
@@ -199,23 +215,44 @@ func MakePlan(samples []Sample, headroom float64, skip map[string]bool) Plan {
 	for ns, p := range peak {
 		q := map[corev1.ResourceName]resource.Quantity{}
 		for _, r := range Resources {
-			v := p[r] * (1 + headroom)
-			var qty resource.Quantity
-			switch r {
-			case corev1.ResourceRequestsCPU, corev1.ResourceLimitsCPU:
-				qty = *resource.NewMilliQuantity(int64(math.Ceil(v*10))*100, resource.DecimalSI)
-			case corev1.ResourceRequestsMemory, corev1.ResourceLimitsMemory:
-				const step = 64 << 20
-				qty = *resource.NewQuantity(int64(math.Ceil(v/step))*step, resource.BinarySI)
-			default:
-				qty = *resource.NewQuantity(int64(math.Ceil(v)), resource.DecimalSI)
-			}
-			if m, ok := Minimums[r]; ok && qty.Cmp(m) < 0 {
-				qty = m.DeepCopy()
-			}
-			q[r] = qty
+			q[r] = Round(r, p[r]*(1+headroom))
 		}
+		limitsCoverRequests(q)
 		plan.Quotas[ns] = q
 	}
 	return plan
+}
+
+// limitsCoverRequests raises a limits quota to its requests quota where a
+// minimum left it lower (a namespace with requests but no limits): the
+// apiserver warns about such a quota, and it would refuse pods the
+// requests quota admits.
+func limitsCoverRequests(q map[corev1.ResourceName]resource.Quantity) {
+	for lim, req := range map[corev1.ResourceName]corev1.ResourceName{corev1.ResourceLimitsCPU: corev1.ResourceRequestsCPU, corev1.ResourceLimitsMemory: corev1.ResourceRequestsMemory} {
+		l, okL := q[lim]
+		r, okR := q[req]
+		if okL && okR && l.Cmp(r) < 0 {
+			q[lim] = r.DeepCopy()
+		}
+	}
+}
+
+// Round turns a planned value of r into its quota: rounded up (CPU to
+// 100m, memory to 64Mi, counts to whole objects), and never below
+// Minimums.
+func Round(r corev1.ResourceName, v float64) resource.Quantity {
+	var qty resource.Quantity
+	switch r {
+	case corev1.ResourceRequestsCPU, corev1.ResourceLimitsCPU:
+		qty = *resource.NewMilliQuantity(int64(math.Ceil(v*10))*100, resource.DecimalSI)
+	case corev1.ResourceRequestsMemory, corev1.ResourceLimitsMemory:
+		const step = 64 << 20
+		qty = *resource.NewQuantity(int64(math.Ceil(v/step))*step, resource.BinarySI)
+	default:
+		qty = *resource.NewQuantity(int64(math.Ceil(v)), resource.DecimalSI)
+	}
+	if m, ok := Minimums[r]; ok && qty.Cmp(m) < 0 {
+		qty = m.DeepCopy()
+	}
+	return qty
 }

@@ -122,7 +122,7 @@ func TestIntegrationQuota(t *testing.T) {
 	if got := a[corev1.ResourceRequestsCPU]; got.Cmp(resource.MustParse("1500m")) != 0 { // 1.2 cores x 1.2 = 1.44, up to 1.5
 		t.Fatalf("planned requests.cpu %s, want 1500m", got.String())
 	}
-	if ns, err := Apply(ctx, c, plan); err != nil || len(ns) != 1 {
+	if ns, err := Apply(ctx, c, plan, time.Now()); err != nil || len(ns) != 1 {
 		t.Fatalf("Apply: %v %v", ns, err)
 	}
 	// The quota controller fills in usage; then admission enforces it.
@@ -159,12 +159,12 @@ func TestIntegrationQuota(t *testing.T) {
 	monday, _ := time.Parse(time.RFC3339, "2026-11-23T10:00:00Z")
 	sunday, _ := time.Parse(time.RFC3339, "2026-11-22T10:00:00Z")
 	for {
-		alerts, sent, err := Watch(ctx, c, 0.8, hook.URL, BusinessHours(time.UTC), sunday)
+		res, err := Watch(ctx, c, WatchConfig{Threshold: 0.8, Webhook: hook.URL, Hours: BusinessHours(time.UTC)}, sunday)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(alerts) > 0 {
-			if sent {
+		if len(res.Alerts) > 0 {
+			if res.Sent {
 				t.Fatal("an alert was sent on a Sunday")
 			}
 			break
@@ -174,10 +174,11 @@ func TestIntegrationQuota(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	alerts, sent, err := Watch(ctx, c, 0.8, hook.URL, BusinessHours(time.UTC), monday)
-	if err != nil || !sent {
-		t.Fatalf("Monday 10:00: sent=%v err=%v", sent, err)
+	res, err := Watch(ctx, c, WatchConfig{Threshold: 0.8, Webhook: hook.URL, Hours: BusinessHours(time.UTC)}, monday)
+	if err != nil || !res.Sent {
+		t.Fatalf("Monday 10:00: sent=%v err=%v", res.Sent, err)
 	}
+	alerts := res.Alerts
 	mu.Lock()
 	defer mu.Unlock()
 	var body struct{ Alerts []Alert }
