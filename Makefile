@@ -81,7 +81,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and golden files
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
-	UPDATE=1 $(GO) test ./bootstrap/render/ ./controller/... ./governance/forecast/report/
+	UPDATE=1 $(GO) test ./bootstrap/render/ ./controller/... ./governance/forecast/report/ ./governance/apfplan/
 
 GOLANGCI_LINT := $(BIN)/golangci-lint
 

@@ -2,13 +2,16 @@ package quota
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
 	"github.com/trellis-dev/trellis/governance/quota"
 )
@@ -20,7 +23,7 @@ const forecastWindow = 56 * day
 func planCommand(s streams.Streams, f *flags) *cobra.Command {
 	var headroom float64
 	var promStep time.Duration
-	var useForecast bool
+	var useForecast, api bool
 	var opts forecast.Options
 	cmd := &cobra.Command{
 		Use:   "plan --store FILE | --prometheus URL [--headroom 0.2] [--forecast [--horizon 720h]]",
@@ -36,6 +39,11 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 				}
 				if p, err = quota.MakeForecastPlan(h, now, opts, headroom, f.skipped()); err != nil {
 					return err
+				}
+				if api {
+					if p.API, err = proposeAPI(cmd, f, opts, headroom, now, slices.Collect(maps.Keys(p.Quotas))); err != nil {
+						return err
+					}
 				}
 			} else {
 				smp, err := peakSamples(cmd, f, promStep, now)
@@ -57,6 +65,8 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 	cmd.Flags().BoolVar(&useForecast, "forecast", false, "plan each namespace's quota from its forecast: a daily schedule over the horizon")
 	cmd.Flags().DurationVar(&opts.Horizon, "horizon", 30*day, "how far ahead a forecast plan reaches")
 	cmd.Flags().Float64Var(&opts.Risk, "risk", 0, "chance a week's usage passes a forecast plan on some day (default 0.003)")
+	cmd.Flags().BoolVar(&api, "api", false, "with --forecast --prometheus: also propose API capacity (priority levels, a FlowSchema per tenant) from the tenants' forecast seats and the cluster's (--kubeconfig)")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig (for --api: the cluster's priority levels and seats)")
 	return cmd
 }
 
@@ -86,4 +96,37 @@ func readPlan(path string) (quota.Plan, error) {
 		return p, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, nil
+}
+
+// proposeAPI forecasts the tenants' seats from Prometheus and sizes the
+// cluster's priority levels for them. A planned namespace without seats
+// history yet (no FlowSchema of its own so far) is a tenant of the shared
+// level: its FlowSchema starts the history.
+func proposeAPI(cmd *cobra.Command, f *flags, opts forecast.Options, headroom float64, now time.Time, namespaces []string) (*apfplan.Proposal, error) {
+	if f.source.Prometheus == "" {
+		return nil, fmt.Errorf("--api reads the tenants' seats from --prometheus")
+	}
+	h, err := apfplan.HistoryFromPrometheus(cmd.Context(), f.source.Prometheus, forecastWindow, now)
+	if err != nil {
+		return nil, err
+	}
+	demands, err := apfplan.Demands(h, now, opts, headroom)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range namespaces {
+		if _, ok := h[ns]; !ok {
+			demands = append(demands, apfplan.Demand{Namespace: ns})
+		}
+	}
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	capacity, err := apfplan.CapacityOf(cmd.Context(), c)
+	if err != nil {
+		return nil, err
+	}
+	p := apfplan.Propose(capacity, demands, apfplan.Options{Headroom: headroom})
+	return &p, nil
 }

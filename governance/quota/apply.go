@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
 )
 
@@ -53,6 +54,11 @@ func Apply(ctx context.Context, c kubernetes.Interface, plan Plan, now time.Time
 			return done, fmt.Errorf("namespace %s: %w", ns, err)
 		}
 		done = append(done, ns)
+	}
+	if plan.API != nil {
+		if err := apfplan.Apply(ctx, c, *plan.API); err != nil {
+			return done, fmt.Errorf("API capacity: %w", err)
+		}
 	}
 	return done, nil
 }

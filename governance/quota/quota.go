@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/trellis-dev/trellis/governance/apfplan"
 )
 
 // Resources planned, in ResourceQuota names.
@@ -175,6 +177,9 @@ type Plan struct {
 	// Fallbacks are, per namespace, the resources planned by the peak
 	// rule because their history was too short to forecast.
 	Fallbacks map[string][]corev1.ResourceName `json:"fallbacks,omitempty"`
+	// API is the proposed API capacity (priority levels and a FlowSchema
+	// per tenant), from the tenants' forecast seats.
+	API *apfplan.Proposal `json:"api,omitempty"`
 }
 
 // Step is one step of a quota schedule.

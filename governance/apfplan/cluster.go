@@ -1,0 +1,99 @@
+package apfplan
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// CapacityOf reads the cluster's capacity: the shares of its Limited
+// priority levels from the API, and the server's seats as the sum of their
+// nominal limits (apiserver_flowcontrol_nominal_limit_seats, from the
+// apiserver's /metrics, which needs a client allowed to read it).
+func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
+	pls, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return Capacity{}, err
+	}
+	cap := Capacity{Shares: map[string]int32{}}
+	for _, pl := range pls.Items {
+		if pl.Spec.Type == flowcontrolv1.PriorityLevelEnablementLimited && pl.Spec.Limited != nil && pl.Spec.Limited.NominalConcurrencyShares != nil {
+			cap.Shares[pl.Name] = *pl.Spec.Limited.NominalConcurrencyShares
+		}
+	}
+	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return Capacity{}, fmt.Errorf("apiserver metrics: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_flowcontrol_nominal_limit_seats{") {
+			continue
+		}
+		level := labelValue(line, "priority_level")
+		if _, limited := cap.Shares[level]; !limited {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return Capacity{}, fmt.Errorf("apiserver metrics: %q: %w", line, err)
+		}
+		cap.ServerSeats += int(v)
+	}
+	if cap.ServerSeats == 0 {
+		return Capacity{}, fmt.Errorf("apiserver metrics: no apiserver_flowcontrol_nominal_limit_seats")
+	}
+	return cap, sc.Err()
+}
+
+func labelValue(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// Apply writes the proposal's objects (server-side apply, field manager
+// trellis-quota). On the shared level it sets the shares only.
+func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
+	levels, schemas := p.Objects()
+	opts := metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)}
+	for _, pl := range levels {
+		b, err := json.Marshal(pl)
+		if err != nil {
+			return err
+		}
+		var meta struct {
+			Metadata struct{ Name string }
+		}
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return err
+		}
+		if _, err := c.FlowcontrolV1().PriorityLevelConfigurations().Patch(ctx, meta.Metadata.Name, types.ApplyPatchType, b, opts); err != nil {
+			return fmt.Errorf("priority level %s: %w", meta.Metadata.Name, err)
+		}
+	}
+	for _, fs := range schemas {
+		b, err := json.Marshal(fs)
+		if err != nil {
+			return err
+		}
+		if _, err := c.FlowcontrolV1().FlowSchemas().Patch(ctx, fs.Name, types.ApplyPatchType, b, opts); err != nil {
+			return fmt.Errorf("flow schema %s: %w", fs.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+// Package apfplan proposes API capacity from forecasts: how API Priority and
+// Fairness should share the apiserver's seats among tenants so that the
+// forecast peak of the busiest tenants fits without queueing the others.
+//
+// The apiserver's metrics carry a flow schema, never a namespace, so every
+// tenant namespace gets a FlowSchema of its own (`trellis-tenant-<ns>`): in
+// the shared trellis-tenants priority level, with fair queuing by namespace
+// as before, unless its forecast needs a level of its own. Its seats
+// (apiserver_flowcontrol_current_executing_seats, plus its requests in
+// queue) are then its history, and the next plan's input.
+package apfplan
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// TenantsLevel is the shared priority level of the trellis-flowcontrol
+// addon.
+const TenantsLevel = "trellis-tenants"
+
+// Prefix of the per-tenant FlowSchemas and priority levels.
+const Prefix = "trellis-tenant-"
+
+// Capacity is how the apiserver's seats are shared today.
+type Capacity struct {
+	// ServerSeats is APF's total: --max-requests-inflight plus
+	// --max-mutating-requests-inflight.
+	ServerSeats int `json:"serverSeats"`
+	// Shares are the nominalConcurrencyShares of every Limited priority
+	// level, by name.
+	Shares map[string]int32 `json:"shares"`
+}
+
+// Seats is a level's nominal seats: the server's seats times its share of
+// all shares (APF rounds up).
+func (c Capacity) Seats(level string) float64 {
+	var sum int32
+	for _, s := range c.Shares {
+		sum += s
+	}
+	if sum == 0 {
+		return 0
+	}
+	return math.Ceil(float64(c.ServerSeats) * float64(c.Shares[level]) / float64(sum))
+}
+
+// Demand is one tenant's seats: its recent peak and the forecast's upper
+// bound of its peak over the horizon.
+type Demand struct {
+	Namespace string  `json:"namespace"`
+	Recent    float64 `json:"recentSeats"`
+	Forecast  float64 `json:"forecastSeats"`
+}
+
+// Options tune a proposal; zero fields take the defaults.
+type Options struct {
+	// Headroom over the forecast seats each level is sized for (0.2).
+	Headroom float64
+	// DedicateAbove gives a tenant its own level when its forecast needs
+	// more than this fraction of the shared level's seats (0.5): fair
+	// queuing shares a level's seats among the flows that want them, so a
+	// tenant that would fill half of it on its own is a tenant the others
+	// wait behind at its peak.
+	DedicateAbove float64
+}
+
+// Level is a proposed priority level's size.
+type Level struct {
+	Name   string  `json:"name"`
+	Shares int32   `json:"shares"`
+	Seats  float64 `json:"seats"`
+	Need   float64 `json:"needSeats"`
+	// Tenants are the namespaces whose FlowSchema points at it.
+	Tenants []string `json:"tenants"`
+}
+
+// Proposal is the API capacity to review and apply.
+type Proposal struct {
+	Capacity Capacity `json:"capacity"`
+	Demands  []Demand `json:"demands"`
+	// Levels are the shared level and the dedicated ones, with their new
+	// shares and the seats those give.
+	Levels []Level `json:"levels"`
+	// Fits is false when the forecast needs more seats than the server
+	// has: raise --max-requests-inflight or add apiservers.
+	Fits bool `json:"fits"`
+}
+
+// Propose sizes the shared level for the tenants that stay in it and a
+// level for each tenant that needs one, so that every level's nominal
+// seats hold its forecast plus headroom; the other levels keep their
+// shares. The shared level never shrinks below its shares today.
+func Propose(c Capacity, demands []Demand, o Options) Proposal {
+	if o.Headroom == 0 {
+		o.Headroom = 0.2
+	}
+	if o.DedicateAbove == 0 {
+		o.DedicateAbove = 0.5
+	}
+	ds := append([]Demand(nil), demands...)
+	sort.Slice(ds, func(i, j int) bool {
+		if ds[i].Forecast != ds[j].Forecast {
+			return ds[i].Forecast > ds[j].Forecast
+		}
+		return ds[i].Namespace < ds[j].Namespace
+	})
+	shared := Level{Name: TenantsLevel}
+	var dedicated []Level
+	sharedSeats := c.Seats(TenantsLevel)
+	for _, d := range ds {
+		if d.Forecast > o.DedicateAbove*sharedSeats {
+			dedicated = append(dedicated, Level{Name: Prefix + d.Namespace, Need: d.Forecast * (1 + o.Headroom), Tenants: []string{d.Namespace}})
+			continue
+		}
+		shared.Need += d.Forecast * (1 + o.Headroom)
+		shared.Tenants = append(shared.Tenants, d.Namespace)
+	}
+	// Every level's shares s = r·Σ, where r is its need over the server's
+	// seats and Σ the sum of all shares, its own included: a fixed point,
+	// reached by iterating from today's shares when the needs fit (Σr < 1).
+	levels := append([]Level{shared}, dedicated...)
+	var r float64
+	for _, l := range levels {
+		r += l.Need / float64(c.ServerSeats)
+	}
+	p := Proposal{Capacity: c, Demands: ds, Fits: r < 0.9}
+	next := Capacity{ServerSeats: c.ServerSeats, Shares: map[string]int32{}}
+	for name, s := range c.Shares {
+		next.Shares[name] = s
+	}
+	for range 100 {
+		var sum int32
+		for _, s := range next.Shares {
+			sum += s
+		}
+		changed := false
+		for i := range levels {
+			s := max(int32(math.Ceil(levels[i].Need/float64(c.ServerSeats)*float64(sum))), 1)
+			if levels[i].Name == TenantsLevel {
+				s = max(s, c.Shares[TenantsLevel])
+			}
+			if next.Shares[levels[i].Name] != s {
+				next.Shares[levels[i].Name], changed = s, true
+			}
+		}
+		if !changed || !p.Fits {
+			break
+		}
+	}
+	for i := range levels {
+		levels[i].Shares = next.Shares[levels[i].Name]
+		levels[i].Seats = next.Seats(levels[i].Name)
+		if levels[i].Seats < levels[i].Need {
+			p.Fits = false
+		}
+	}
+	p.Levels = levels
+	return p
+}
+
+// String is the proposal in one line per level, for the CLI.
+func (p Proposal) String() string {
+	var s string
+	for _, l := range p.Levels {
+		s += fmt.Sprintf("%s: %d shares, %.0f seats for a need of %.1f (%d tenants)\n", l.Name, l.Shares, l.Seats, l.Need, len(l.Tenants))
+	}
+	if !p.Fits {
+		s += fmt.Sprintf("the forecast does not fit the server's %d seats: raise --max-requests-inflight or add apiservers\n", p.Capacity.ServerSeats)
+	}
+	return s
+}
