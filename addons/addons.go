@@ -13,6 +13,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -55,6 +56,10 @@ type Values struct {
 	LogFileDir         string
 	IssuerReplicas     int
 	ControllerReplicas int
+	// QuotaSchedule and QuotaWatchArgs run the trellis-quota addon's
+	// CronJob (`trellis quota watch`), from the definition's quota section.
+	QuotaSchedule  string
+	QuotaWatchArgs []string
 }
 
 // Registry of the runtime images.
@@ -95,6 +100,7 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 	default:
 		v.LogShipperArgs = []string{"--sink=" + sink.Type}
 	}
+	v.QuotaSchedule, v.QuotaWatchArgs = quotaWatch(def.Quota)
 	var out []Rendered
 	for _, a := range order {
 		v.Version = a.Version
@@ -223,4 +229,32 @@ func renderAddon(a Addon, v Values) ([]*unstructured.Unstructured, []byte, error
 		objs = append(objs, u)
 	}
 	return objs, raw.Bytes(), nil
+}
+
+// quotaWatch is the quota watch's schedule and arguments, defaults filled.
+func quotaWatch(q definition.Quota) (string, []string) {
+	schedule := q.Schedule
+	if schedule == "" {
+		schedule = "0 * * * *"
+	}
+	th := q.Threshold
+	if th == 0 {
+		th = 0.8
+	}
+	tz := q.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	args := []string{"quota", "watch", "--threshold=" + strconv.FormatFloat(th, 'f', -1, 64), "--tz=" + tz}
+	if q.Webhook != "" {
+		args = append(args, "--webhook="+q.Webhook)
+	}
+	if q.Prometheus != "" {
+		lead := q.Lead
+		if lead == "" {
+			lead = "336h"
+		}
+		args = append(args, "--forecast", "--prometheus="+q.Prometheus, "--lead="+lead)
+	}
+	return schedule, args
 }

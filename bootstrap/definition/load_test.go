@@ -166,6 +166,25 @@ func TestValidationErrors(t *testing.T) {
 		}, `instanceGroups[0].minSize: expected an integer (32-bit), got "lots"`},
 		{"missing base", func(s string) string { return strings.Replace(s, "base.yaml", "nope.yaml", 1) },
 			`base: base "nope.yaml" not found`},
+		{"quota without its addon", func(s string) string { return s + "quota:\n  threshold: 0.9\n" },
+			`quota: Forbidden: set, but the trellis-quota addon that runs the watch is not in addons`},
+		{"quota watch settings", func(s string) string {
+			return s + "addons:\n- name: trellis-quota\nquota:\n  schedule: hourly\n  prometheus: prometheus:9090\n  timeZone: Mars/Olympus\n  lead: two weeks\n  threshold: 80\n"
+		}, "5 problem(s)"},
+		{"quota schedule", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  schedule: hourly\n" },
+			`c.yaml:17:13: quota.schedule: Invalid value: "hourly": must be a cron schedule of five fields`},
+		{"quota prometheus", func(s string) string {
+			return s + "addons:\n- name: trellis-quota\nquota:\n  prometheus: prometheus:9090\n"
+		},
+			`quota.prometheus: Invalid value: "prometheus:9090": must be an http or https URL`},
+		{"quota time zone", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  timeZone: Mars/Olympus\n" },
+			`quota.timeZone: Invalid value: "Mars/Olympus": unknown time zone Mars/Olympus`},
+		{"quota lead", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  lead: two weeks\n" },
+			`quota.lead: Invalid value: "two weeks": must be a positive duration such as 336h`},
+		{"quota threshold", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  threshold: 80\n" },
+			`quota.threshold: Invalid value: 80: must be a fraction of a quota, above 0 and at most 1`},
+		{"quota threshold not a number", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  threshold: most\n" },
+			`quota.threshold: expected a number, got "most"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,12 +44,14 @@ type ClusterDefinition struct {
 	// KubernetesVersion is a full semantic version, e.g. 1.36.1.
 	KubernetesVersion string `json:"kubernetesVersion"`
 
-	Network        Network           `json:"network"`
-	ControlPlane   ControlPlane      `json:"controlPlane"`
-	InstanceGroups []InstanceGroup   `json:"instanceGroups,omitempty"`
-	Addons         []Addon           `json:"addons,omitempty"`
-	Runtime        Runtime           `json:"runtime"`
-	CloudLabels    map[string]string `json:"cloudLabels,omitempty"`
+	Network        Network         `json:"network"`
+	ControlPlane   ControlPlane    `json:"controlPlane"`
+	InstanceGroups []InstanceGroup `json:"instanceGroups,omitempty"`
+	Addons         []Addon         `json:"addons,omitempty"`
+	Runtime        Runtime         `json:"runtime"`
+	// Quota configures the trellis-quota addon's watch.
+	Quota       Quota             `json:"quota,omitempty"`
+	CloudLabels map[string]string `json:"cloudLabels,omitempty"`
 	// InstanceDefaults apply to every group, the control plane's too.
 	InstanceDefaults InstanceSettings `json:"instanceDefaults"`
 }
@@ -143,6 +145,26 @@ type Addon struct {
 	Name    string         `json:"name"`
 	Version string         `json:"version,omitempty"`
 	Values  map[string]any `json:"values,omitempty"`
+}
+
+// Quota configures `trellis quota watch`, which the trellis-quota addon
+// runs as a CronJob: it applies the quota schedules' due steps and alerts,
+// in business hours, when a namespace passes a quota's threshold or (with
+// Prometheus) is forecast to reach a quota within Lead.
+type Quota struct {
+	// Schedule is the CronJob's (default hourly, "0 * * * *").
+	Schedule string `json:"schedule,omitempty"`
+	// Prometheus, scraping kube-state-metrics, turns on forecast alerts.
+	Prometheus string `json:"prometheus,omitempty"`
+	// Webhook receives the alerts as JSON.
+	Webhook string `json:"webhook,omitempty"`
+	// TimeZone of business hours (default UTC).
+	TimeZone string `json:"timeZone,omitempty"`
+	// Lead is how far ahead forecast alerts look, a Go duration (default
+	// 336h, 14 days).
+	Lead string `json:"lead,omitempty"`
+	// Threshold alerts at this fraction of a quota (default 0.8).
+	Threshold float64 `json:"threshold,omitempty"`
 }
 
 // Runtime is what every workload gets: discovery, identity and logging.

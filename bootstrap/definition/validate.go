@@ -84,6 +84,7 @@ func Validate(d *ClusterDefinition) field.ErrorList {
 	errs = append(errs, validateInstanceGroups(d)...)
 	errs = append(errs, validateAddons(d)...)
 	errs = append(errs, validateRuntime(d)...)
+	errs = append(errs, validateQuota(d)...)
 	return errs
 }
 

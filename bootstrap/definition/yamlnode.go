@@ -275,6 +275,13 @@ func (d *decoder) walk(n *yaml.Node, typ reflect.Type, path string) any {
 			return nil
 		}
 		return i
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), typ.Bits())
+		if err != nil {
+			d.fail(n, path, "expected a number, got %q", n.Value)
+			return nil
+		}
+		return f
 	}
 	d.fail(n, path, "unsupported value")
 	return nil

@@ -140,7 +140,8 @@ func expectedGroups(def *definition.ClusterDefinition) []Group {
 }
 
 // checkAddon looks for the addon's workload in trellis-system: a DaemonSet
-// must be fully rolled out, a Deployment or StatefulSet fully available.
+// must be fully rolled out, a Deployment or StatefulSet fully available, a
+// CronJob not suspended.
 // Addons without a workload are checked by what they configure.
 func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name string) error {
 	if a, _ := manifests.Lookup(name); len(a.FlowSchemas) > 0 {
@@ -197,7 +198,17 @@ func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name st
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to read addon %s: %w", name, err)
 	}
-	r.fail("Addon", name, fmt.Sprintf("not installed: no DaemonSet, Deployment or StatefulSet %s/%s", AddonNamespace, name))
+	cj, err := c.BatchV1().CronJobs(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		if cj.Spec.Suspend != nil && *cj.Spec.Suspend {
+			r.fail("Addon", name, "cronjob suspended")
+		}
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to read addon %s: %w", name, err)
+	}
+	r.fail("Addon", name, fmt.Sprintf("not installed: no DaemonSet, Deployment, StatefulSet or CronJob %s/%s", AddonNamespace, name))
 	return nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The quota watch runs from a scratch image: the time zones of its
+	// business hours come with the binary.
+	_ "time/tzdata"
 
 	"github.com/trellis-dev/trellis/cli"
 )

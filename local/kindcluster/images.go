@@ -25,6 +25,7 @@ var binaries = map[string]string{
 	"cert-sidecar": "trellis-cert",
 	"config-init":  "trellis-config-init",
 	"hello":        "trellis-hello",
+	"quota":        "trellis",
 }
 
 // extras are binaries an image carries beside its entrypoint, at
