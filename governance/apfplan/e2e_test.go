@@ -1,0 +1,279 @@
+package apfplan_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/governance/apfplan"
+	"github.com/trellis-dev/trellis/governance/forecast"
+	"github.com/trellis-dev/trellis/governance/loadtest"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+)
+
+// phase is what one load phase measured.
+type phase struct {
+	name          string
+	others        []time.Duration // the steady tenants' creates, as they saw them
+	grown         []time.Duration
+	grownDone     int64
+	maxQueued     map[string]float64 // priority level / flow schema -> largest in-queue count seen
+	othersRefused int64
+	refusal       string
+}
+
+func (p phase) queued(level, schema string) float64 { return p.maxQueued[level+"/"+schema] }
+
+func (p phase) queuedAt(level string) float64 {
+	var m float64
+	for k, v := range p.maxQueued {
+		if strings.HasPrefix(k, level+"/") {
+			m = math.Max(m, v)
+		}
+	}
+	return m
+}
+
+// TestIntegrationAPFProposalIsolatesAGrownTenant runs API Priority and
+// Fairness as planned on a real apiserver with a small seat budget (12):
+// three tenants, one of which (team-grow) has grown to far more
+// concurrent creates than its history's forecast allows, and two steady
+// ones. First with the trellis-flowcontrol addon alone, then with the
+// proposal its forecasts make applied. With the proposal the grown
+// tenant's excess waits in its own level's queue (read from the
+// apiserver's apiserver_flowcontrol_current_inqueue_requests) and the
+// steady tenants' creates keep their p99 within the 1 s SLO; the table
+// shows both phases.
+func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--max-requests-inflight=8", "--max-mutating-requests-inflight=4"}})
+	ctx := context.Background()
+	applyFlowControlAddon(t, cp)
+	tenants := map[string]*rest.Config{}
+	for _, ns := range []string{"team-grow", "team-a", "team-b"} {
+		if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadtest.TenantConfig(ctx, cp.Client, cp.Config, ns, "deployer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+		tenants[ns] = cfg
+	}
+
+	without := runPhase(t, cp, tenants, "addon only")
+
+	capNow, err := apfplan.CapacityOf(ctx, cp.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	demands, err := apfplan.Demands(seatsHistory(now), now, forecast.Options{}, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := apfplan.Propose(capNow, demands, apfplan.Options{})
+	t.Logf("capacity %d seats, demands %+v, proposal:\n%s", capNow.ServerSeats, demands, p)
+	if len(p.Levels) != 2 || p.Levels[1].Name != apfplan.Prefix+"team-grow" {
+		t.Fatalf("the proposal does not give team-grow a level of its own: %+v", p.Levels)
+	}
+	if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
+		t.Fatal(err)
+	}
+	with := runPhase(t, cp, tenants, "with the proposal")
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "phase\tsteady tenants' creates\tp50\tp99\tmax\tgrown tenant's creates\tp99\tmost queued in trellis-tenants\tmost queued in team-grow's level")
+	for _, ph := range []phase{without, with} {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%.0f\t%.0f\n", ph.name, len(ph.others),
+			loadtest.Percentile(ph.others, 0.5).Round(time.Millisecond), loadtest.Percentile(ph.others, 0.99).Round(time.Millisecond), loadtest.Percentile(ph.others, 1).Round(time.Millisecond),
+			ph.grownDone, loadtest.Percentile(ph.grown, 0.99).Round(time.Millisecond), ph.queuedAt(apfplan.TenantsLevel), ph.queuedAt(apfplan.Prefix+"team-grow"))
+	}
+	tw.Flush()
+
+	if q := without.queued(apfplan.TenantsLevel, apfplan.TenantsLevel); q < 5 {
+		t.Errorf("addon only: at most %.0f requests queued in the shared level; the grown tenant's load should queue there", q)
+	}
+	if q := with.queued(apfplan.Prefix+"team-grow", apfplan.Prefix+"team-grow"); q < 5 {
+		t.Errorf("with the proposal: at most %.0f requests queued in team-grow's level; its excess should wait there", q)
+	}
+	if q := with.queuedAt(apfplan.TenantsLevel); q > 2 {
+		t.Errorf("with the proposal: %.0f requests queued in the shared level at once, want the steady tenants unqueued (2 at most)", q)
+	}
+	if p99 := loadtest.Percentile(with.others, 0.99); p99 > time.Second {
+		t.Errorf("with the proposal: the steady tenants' create p99 is %s, want within the 1 s SLO", p99)
+	}
+	if with.othersRefused > 0 {
+		t.Errorf("with the proposal: %d of the steady tenants' creates were refused (%s)", with.othersRefused, with.refusal)
+	}
+}
+
+// seatsHistory is three weeks of the tenants' hourly peak seats as
+// Prometheus would hold them: team-grow from 1 seat growing 10% a week
+// with a daily cycle, the two steady tenants at a quarter of a seat.
+func seatsHistory(now time.Time) apfplan.History {
+	start := now.UTC().Truncate(time.Hour).Add(-21 * 24 * time.Hour)
+	h := apfplan.History{}
+	for ns, f := range map[string]func(d, hour float64) float64{
+		"team-grow": func(d, hour float64) float64 {
+			return 1.5 * math.Pow(1.1, d/7) * (1 + 0.3*math.Sin(2*math.Pi*(hour-9)/24))
+		},
+		"team-a": func(_, hour float64) float64 { return 0.25 * (1 + 0.2*math.Sin(2*math.Pi*(hour-9)/24)) },
+		"team-b": func(_, hour float64) float64 { return 0.25 * (1 + 0.2*math.Sin(2*math.Pi*(hour-9)/24)) },
+	} {
+		s := forecast.Series{Start: start, Step: time.Hour, Values: make([]float64, 21*24)}
+		for i := range s.Values {
+			t := s.Time(i)
+			s.Values[i] = f(float64(i)/24, float64(t.Hour()))
+		}
+		h[ns] = s
+	}
+	return h
+}
+
+func applyFlowControlAddon(t *testing.T, cp *cluster.ControlPlane) {
+	t.Helper()
+	l, err := definition.Load(filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := addons.Render(l.ClusterDefinition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc []addons.Rendered
+	for _, r := range rendered {
+		if r.Addon.Name == "trellis-flowcontrol" {
+			fc = append(fc, r)
+		}
+	}
+	a, err := addons.NewApplier(cp.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(context.Background(), fc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runPhase puts 24 back-to-back creators on team-grow and one create every
+// 100 ms from each of two creators in team-a and team-b, for 15 s, while a
+// sampler reads the apiserver's in-queue counts every 100 ms.
+func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config, name string) phase {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ph := phase{name: name, maxQueued: map[string]float64{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	create := func(c kubernetes.Interface, ns string) (time.Duration, error) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "p-"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}
+		start := time.Now()
+		_, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+		return time.Since(start), err
+	}
+	grow := kubernetes.NewForConfigOrDie(tenants["team-grow"])
+	for range 24 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				d, err := create(grow, "team-grow")
+				if err == nil {
+					mu.Lock()
+					ph.grown = append(ph.grown, d)
+					ph.grownDone++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		c := kubernetes.NewForConfigOrDie(tenants[ns])
+		for range 2 {
+			wg.Go(func() {
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					d, err := create(c, ns)
+					mu.Lock()
+					if err != nil {
+						ph.othersRefused++
+						ph.refusal = err.Error()
+					} else {
+						ph.others = append(ph.others, d)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			q, err := inQueue(ctx, cp.Client)
+			if err == nil {
+				mu.Lock()
+				for k, v := range q {
+					ph.maxQueued[k] = math.Max(ph.maxQueued[k], v)
+				}
+				mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	sort.Slice(ph.others, func(i, j int) bool { return ph.others[i] < ph.others[j] })
+	sort.Slice(ph.grown, func(i, j int) bool { return ph.grown[i] < ph.grown[j] })
+	return ph
+}
+
+// inQueue reads apiserver_flowcontrol_current_inqueue_requests by priority
+// level and flow schema.
+func inQueue(ctx context.Context, c kubernetes.Interface) (map[string]float64, error) {
+	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_flowcontrol_current_inqueue_requests{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[label(line, "priority_level")+"/"+label(line, "flow_schema")] = v
+	}
+	return out, nil
+}
+
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
