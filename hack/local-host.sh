@@ -55,3 +55,25 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { tail -n 30 /var/log/trellis-dockerd.log >&2; exit 1; }
 fi
 echo "==> Docker $(docker version --format '{{.Server.Version}}') ready (default runtime: $(docker info --format '{{.DefaultRuntime}}'))"
+
+# Disk: the node image, the runtime images and every node's containerd
+# (kind's two and the AWS instance nodes, each holding every image) live
+# under Docker's root. Measured: `make e2e` on a reused cluster took up to
+# 14.7 GB more than it started with (images rebuilt and reloaded, an
+# instance-node rollout); a new cluster's node image and two nodes hold
+# about 9.5 GB. Fail now, naming the space, rather than half-way through a
+# rollout with "no space left on device".
+root=$(docker info --format '{{.DockerRootDir}}')
+need=${TRELLIS_MIN_FREE_GB:-}
+if [[ -z "${need}" ]]; then
+  need=20
+  [[ -n "$(docker ps -aq --filter label=io.x-k8s.kind.role=control-plane)" ]] || need=30
+fi
+free=$(df -BG --output=avail "${root}" | tail -n 1 | tr -dc 0-9)
+if (( free < need )); then
+  echo "error: ${free} GiB free under ${root} (Docker's root); a local cluster with AWS instance nodes needs ${need} GiB (TRELLIS_MIN_FREE_GB overrides)." >&2
+  echo "What Docker holds (docker system prune and trellis local down free it):" >&2
+  docker system df >&2
+  exit 1
+fi
+echo "==> ${free} GiB free under ${root} (${need} GiB needed)"

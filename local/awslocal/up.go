@@ -112,16 +112,24 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	if err != nil {
 		return err
 	}
+	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, Log: o.Log})
+	// Instance nodes left by an earlier run (killed before its cleanup)
+	// belong to an emulator that is gone.
+	if err := r.RemoveAll(ctx); err != nil {
+		return fmt.Errorf("remove the instance nodes of an earlier run: %w", err)
+	}
 	if o.Ready != nil {
 		o.Ready(emu.URL)
 	}
-	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, Log: o.Log})
 	err = r.Run(ctx)
 	// The instances go with the emulator: so do their nodes.
 	cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	fmt.Fprintln(o.Out, "Stopping: removing the instance nodes")
-	return errors.Join(err, r.RemoveAll(cleanup))
+	err = errors.Join(err, r.RemoveAll(cleanup))
+	n, rerr := awsnodes.RemoveNodeImages(cleanup)
+	o.Log.Info("removed the node images of the emulator's AMIs", "images", n)
+	return errors.Join(err, rerr)
 }
 
 // imageParameters are the SSM parameters behind def's images; a local AWS

@@ -16,6 +16,9 @@ import (
 // visibly changes what nodes run.
 const MarkerFile = "/etc/trellis/node-image"
 
+// nodeImageRepo holds the node images RegisterNodeImage builds.
+const nodeImageRepo = "trellis.local/aws-node"
+
 // ImageRegistry is what registering a node image asks of EC2.
 type ImageRegistry interface {
 	RegisterImage(ctx context.Context, in *ec2.RegisterImageInput, optFns ...func(*ec2.Options)) (*ec2.RegisterImageOutput, error)
@@ -29,7 +32,7 @@ func RegisterNodeImage(ctx context.Context, c ImageRegistry, base, name string) 
 	if strings.ContainsAny(name, " \t\n'\"$`\\") || name == "" {
 		return "", "", fmt.Errorf("node image name %q: use letters, digits, dots and dashes", name)
 	}
-	image = "trellis.local/aws-node:" + name
+	image = nodeImageRepo + ":" + name
 	dir, err := os.MkdirTemp("", "trellis-aws-node-")
 	if err != nil {
 		return "", "", err
@@ -67,4 +70,27 @@ func KindNodeImage(ctx context.Context, kind string) (string, error) {
 		return "", fmt.Errorf("kind cluster %s: %w (run `trellis local up` first)", kind, err)
 	}
 	return img, nil
+}
+
+// RemoveNodeImages removes the node images registered in an emulator that
+// is gone (every trellis.local/aws-node image no container uses); one in
+// use, by another emulator's nodes, stays. It returns how many it removed.
+func RemoveNodeImages(ctx context.Context) (int, error) {
+	out, err := docker(ctx, nil, "images", "--filter", "reference="+nodeImageRepo, "--format", "{{.Repository}}:{{.Tag}}")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for img := range strings.Lines(out) {
+		img = strings.TrimSpace(img)
+		if img == "" {
+			continue
+		}
+		if _, err := docker(ctx, nil, "rmi", img); err == nil {
+			n++
+		} else if !strings.Contains(err.Error(), "being used") && !strings.Contains(err.Error(), "conflict") {
+			return n, err
+		}
+	}
+	return n, nil
 }

@@ -175,7 +175,16 @@ func (r *Reconciler) join(ctx context.Context, name string, inst Instance, log *
 		return err
 	}
 	log.Info("starting a node container", "container", name, "nodeImage", image)
-	if _, err := docker(ctx, nil, runArgs(r.o.Kind, name, inst, image, s)...); err != nil {
+	// docker run is not cancelled half-way: a client killed while the
+	// daemon creates the container can leave it behind the cleanup's rm
+	// (seen on Stop mid-launch). It finishes, then ctx is checked.
+	runCtx, cancelRun := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	_, err = docker(runCtx, nil, runArgs(r.o.Kind, name, inst, image, s)...)
+	cancelRun()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := waitContainerd(ctx, name, time.Minute); err != nil {

@@ -6,20 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 )
@@ -174,7 +172,8 @@ func (c *Cluster) LoadedImages(node string) ([]string, error) {
 }
 
 // LoadNode loads images into one node (one that joined after Load ran),
-// as Load does.
+// as Load does, streaming them from the host's Docker without an archive
+// on disk (a node joins mid-rollout, when disk is tightest).
 func (c *Cluster) LoadNode(ctx context.Context, node string, images []string) error {
 	n, err := c.node(node)
 	if err != nil {
@@ -184,12 +183,12 @@ func (c *Cluster) LoadNode(ctx context.Context, node string, images []string) er
 	if err != nil {
 		return err
 	}
-	archive, cleanup, err := save(ctx, images)
+	had := loaded(n)
+	err = stream(ctx, images, func(r io.Reader) error { return importArchive(n, r) })
 	if err != nil {
-		return err
+		return fmt.Errorf("load images into %s: %w", n.String(), err)
 	}
-	defer cleanup()
-	return loadInto(n, archive, images, ids, loaded(n))
+	return record(n, images, ids, had)
 }
 
 func (c *Cluster) node(name string) (nodes.Node, error) {
@@ -216,60 +215,6 @@ func loaded(n nodes.Node) map[string]string {
 		have = map[string]string{}
 	}
 	return have
-}
-
-// imageIDs are the Docker image IDs of images.
-func imageIDs(ctx context.Context, images []string) (map[string]string, error) {
-	ids := map[string]string{}
-	for _, img := range images {
-		out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "-f", "{{.Id}}", img).Output()
-		if err != nil {
-			return nil, fmt.Errorf("docker image inspect %s: %w", img, err)
-		}
-		ids[img] = strings.TrimSpace(string(out))
-	}
-	return ids, nil
-}
-
-// save writes images to one archive; cleanup removes it.
-func save(ctx context.Context, images []string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "trellis-load-")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	archive := filepath.Join(dir, "images.tar")
-	cmd := exec.CommandContext(ctx, "docker", append([]string{"save", "-o", archive}, images...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		cleanup()
-		return "", nil, fmt.Errorf("docker save: %w: %s", err, out)
-	}
-	return archive, cleanup, nil
-}
-
-// loadInto imports the archive into one node and records the image IDs
-// it now holds.
-func loadInto(n nodes.Node, archive string, imgs []string, ids, had map[string]string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := nodeutils.LoadImageArchive(n, f); err != nil {
-		return fmt.Errorf("load images into %s: %w", n.String(), err)
-	}
-	rec := maps.Clone(had)
-	for _, img := range imgs {
-		rec[img] = ids[img]
-	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	if err := n.Command("sh", "-c", "cat > "+loadedFile).SetStdin(bytes.NewReader(data)).Run(); err != nil {
-		return fmt.Errorf("record loaded images in %s: %w", n.String(), err)
-	}
-	return nil
 }
 
 // kindLogger routes kind's logs to slog: its status lines at Info, its
