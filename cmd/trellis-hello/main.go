@@ -3,7 +3,10 @@
 // rendered by the config init container and logs every request, and, when
 // the pod holds a Trellis identity, an mTLS server on --mtls-port that
 // requires and names its peer's identity. Run as `trellis-hello get URL` or
-// `trellis-hello mtls HOST:PORT` (kubectl exec) it is the client.
+// `trellis-hello mtls HOST:PORT` (kubectl exec) it is the client. Run as
+// `trellis-hello wait-for FILE` it is a batch task that runs until FILE
+// exists, which `trellis-hello touch FILE` (kubectl exec) creates: a test
+// decides when the task ends.
 package main
 
 import (
@@ -24,6 +27,13 @@ import (
 func main() {
 	if len(os.Args) > 2 && (os.Args[1] == "get" || os.Args[1] == "mtls") {
 		if err := client(os.Args[1], os.Args[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "trellis-hello %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 2 && (os.Args[1] == "wait-for" || os.Args[1] == "touch") {
+		if err := task(os.Args[1], os.Args[2]); err != nil {
 			fmt.Fprintf(os.Stderr, "trellis-hello %s: %v\n", os.Args[1], err)
 			os.Exit(1)
 		}
@@ -151,4 +161,21 @@ func client(mode, target string) error {
 	defer resp.Body.Close()
 	_, err = io.Copy(os.Stdout, resp.Body)
 	return err
+}
+
+// task is the batch mode: wait-for polls until file exists; touch creates
+// it.
+func task(cmd, file string) error {
+	if cmd == "touch" {
+		return os.WriteFile(file, nil, 0o644)
+	}
+	fmt.Printf("task: running until %s exists\n", file)
+	start := time.Now()
+	for {
+		if _, err := os.Stat(file); err == nil {
+			fmt.Printf("task: released after %s\n", time.Since(start).Round(time.Second))
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -24,8 +24,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
+	"github.com/trellis-dev/trellis/internal/serverset"
 )
 
 const (
@@ -76,7 +79,10 @@ func awsShape(t *testing.T) (string, int) {
 // replaces them with a new image while an independent watcher samples the
 // service's Ready pods against its PDB, and the rollout process is killed
 // with SIGKILL at seeded random moments (E2E_AWS_KILLS, default 1) and
-// started again each time. E2E_AWS_FULL=1 runs the full shape (3 nodes).
+// started again each time. Beside the watcher of web's Ready pods, one
+// samples web's ZooKeeper serverset, and a wait-for-completion batch task
+// must be left to finish on its cordoned node. E2E_AWS_FULL=1 runs the
+// full shape (3 nodes).
 func TestAWSNodeRollout(t *testing.T) {
 	ctx := context.Background()
 	def, awsNodes := awsShape(t)
@@ -100,7 +106,21 @@ func TestAWSNodeRollout(t *testing.T) {
 		n := readyPods(ctx, ns, "web")
 		return n == 3, fmt.Sprintf("%d Ready", n)
 	})
-	watch := watchBudget(ctx, t, ns, "web", 2)
+	watch := watchBudget(ctx, ns, "web", 2)
+	// The same budget as ZooKeeper's clients see it: web's serverset.
+	conn := zookeeper(t)
+	dir := "/discovery/web/dev"
+	eventually(t, "web's 3 pods in "+dir, 2*time.Minute, func() (bool, string) {
+		ms, err := serverset.Read(conn, dir)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ms) == 3, fmt.Sprint(members(ms))
+	})
+	zkWatch := watchServerset(ctx, conn, dir, 2)
+	// A batch task the drain must wait for, on the batch group.
+	task := startHeldTask(t, ns)
+	task.watch(ctx)
 
 	image := run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d", time.Now().Unix()))
 	ami := strings.TrimSpace(image)
@@ -148,6 +168,8 @@ func TestAWSNodeRollout(t *testing.T) {
 	}
 	t.Logf("rollout of %d nodes took %s with %d kill(s)", awsNodes, time.Since(start).Round(time.Second), kills)
 
+	task.check(t)
+
 	// The state store's account: every old instance replaced exactly once.
 	var st rollout.State
 	if err := json.Unmarshal([]byte(run(t, env, "ami", "status", "-f", def, "-o", "json")), &st); err != nil {
@@ -173,6 +195,11 @@ func TestAWSNodeRollout(t *testing.T) {
 		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
 	}
 	t.Logf("watcher: %d samples of web's Ready pods, minimum %d (budget 2)", watch.samples, watch.min)
+	zkWatch.stop()
+	if v := zkWatch.violations(); len(v) > 0 {
+		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
+	}
+	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
 }
 
 // startLocalAWS runs `trellis local aws` for the test and returns the
@@ -231,7 +258,7 @@ func run(t *testing.T, env []string, args ...string) string {
 }
 
 // awaitInstanceNodes waits until exactly n instance nodes exist, Ready,
-// each running every trellis-system DaemonSet pod Ready, on image (any if
+// each running every trellis-system DaemonSet pod Ready (at least 4), on image (any if
 // empty), and returns their instance ids, sorted.
 func awaitInstanceNodes(t *testing.T, n int, image string) []string {
 	t.Helper()
@@ -255,14 +282,21 @@ func awaitInstanceNodes(t *testing.T, n int, image string) []string {
 			if err != nil {
 				return false, err.Error()
 			}
-			ready := 0
+			// The runtime daemons, not what else trellis-system runs there
+			// (the hourly trellis-quota Job's finished pod, seen here).
+			ready, daemons := 0, 0
 			for j := range pods.Items {
-				if podReady(&pods.Items[j]) {
+				p := &pods.Items[j]
+				if !ownedByDaemonSet(p) {
+					continue
+				}
+				daemons++
+				if podReady(p) {
 					ready++
 				}
 			}
-			if ready < 4 || ready < len(pods.Items) { // netd, cert agent, registrar, log shipper
-				return false, fmt.Sprintf("%s: %d of %d runtime pods Ready", node.Name, ready, len(pods.Items))
+			if ready < 4 || ready < daemons { // netd, cert agent, registrar, log shipper
+				return false, fmt.Sprintf("%s: %d of %d runtime pods Ready", node.Name, ready, daemons)
 			}
 			ids = append(ids, node.Name)
 		}
@@ -270,6 +304,15 @@ func awaitInstanceNodes(t *testing.T, n int, image string) []string {
 	})
 	slices.Sort(ids)
 	return ids
+}
+
+func ownedByDaemonSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -297,7 +340,9 @@ func readyPods(ctx context.Context, ns, svc string) int {
 
 // budgetWatch samples a service's Ready pods, independently of the
 // rollout's bookkeeping, and records every sample under the budget.
-type budgetWatch struct {
+// countWatch samples a count (Ready pods, serverset members) every 250 ms
+// and records each sample under the minimum.
+type countWatch struct {
 	mu      sync.Mutex
 	samples int
 	min     int
@@ -306,19 +351,20 @@ type budgetWatch struct {
 	done    chan struct{}
 }
 
-func watchBudget(ctx context.Context, t *testing.T, ns, svc string, minAvailable int) *budgetWatch {
+// watchCount samples count (negative: no sample) until stop.
+func watchCount(ctx context.Context, what string, minimum int, count func(context.Context) int) *countWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &budgetWatch{min: 1 << 30, cancel: cancel, done: make(chan struct{})}
+	w := &countWatch{min: 1 << 30, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			n := readyPods(ctx, ns, svc)
+			n := count(ctx)
 			if n >= 0 {
 				w.mu.Lock()
 				w.samples++
 				w.min = min(w.min, n)
-				if n < minAvailable {
-					w.under = append(w.under, fmt.Sprintf("%s: %d Ready < %d", time.Now().Format(time.TimeOnly), n, minAvailable))
+				if n < minimum {
+					w.under = append(w.under, fmt.Sprintf("%s: %d %s < %d", time.Now().Format(time.TimeOnly), n, what, minimum))
 				}
 				w.mu.Unlock()
 			}
@@ -328,9 +374,25 @@ func watchBudget(ctx context.Context, t *testing.T, ns, svc string, minAvailable
 	return w
 }
 
-func (w *budgetWatch) stop() { w.cancel(); <-w.done }
+// watchBudget samples svc's Ready pods against the PDB's minimum.
+func watchBudget(ctx context.Context, ns, svc string, minAvailable int) *countWatch {
+	return watchCount(ctx, "Ready", minAvailable, func(ctx context.Context) int { return readyPods(ctx, ns, svc) })
+}
 
-func (w *budgetWatch) violations() []string {
+// watchServerset samples the members of a ZooKeeper serverset.
+func watchServerset(ctx context.Context, conn *zk.Conn, dir string, minimum int) *countWatch {
+	return watchCount(ctx, "members of "+dir, minimum, func(context.Context) int {
+		ms, err := serverset.Read(conn, dir)
+		if err != nil {
+			return -1
+		}
+		return len(ms)
+	})
+}
+
+func (w *countWatch) stop() { w.cancel(); <-w.done }
+
+func (w *countWatch) violations() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.under)
