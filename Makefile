@@ -96,7 +96,7 @@ $(GOLANGCI_LINT): hack/lint/go.mod hack/lint/go.sum
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/lint; linters in .golangci.yml); verify runs it too
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags e2e ./...
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) lint ## Fail on lint findings, unformatted code, vet findings, stale generated or golden files, an untidy go.mod

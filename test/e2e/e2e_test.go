@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -276,7 +277,7 @@ func TestWorkloadRuntime(t *testing.T) {
 		}
 		eventually(t, "svc-b gone from "+dir, time.Minute, func() (bool, string) {
 			ms, err := serverset.Read(conn, dir)
-			if err != nil && err != zk.ErrNoNode {
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return false, err.Error()
 			}
 			return len(ms) == 0, fmt.Sprint(members(ms))
