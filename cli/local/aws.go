@@ -54,6 +54,7 @@ shell after sourcing --env-file. Everything in the emulator goes when this stops
 	cmd.Flags().StringVar(&o.StateStore, "state", "s3://trellis-state/clusters", "kops state store in the emulator's S3")
 	cmd.Flags().IntVar(&o.Port, "port", 4566, "emulator port on 127.0.0.1")
 	cmd.Flags().StringVar(&o.EnvFile, "env-file", filepath.Join(home, ".cache", "trellis", "local-aws.env"), "where to write the environment for other shells")
+	cmd.Flags().StringVar(&o.NodeLogs, "node-logs", filepath.Join(home, ".cache", "trellis", "local-aws", "node-logs"), "host directory keeping each instance node's shipped logs (/var/log/trellis) under its instance id, after the node is gone; emptied at start")
 	cmd.AddCommand(newAWSImageCommand(s))
 	return cmd
 }

@@ -18,7 +18,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
@@ -41,7 +43,11 @@ func main() {
 	}
 	port := flag.Int("port", 8080, "HTTP port")
 	mtlsPort := flag.Int("mtls-port", 8443, "mTLS port (when the pod has an identity)")
+	tickEvery := flag.Duration("tick", 0, "also log a numbered line at this interval, and a final one on SIGTERM (a test counts them in the log sink)")
 	flag.Parse()
+	if *tickEvery > 0 {
+		go tick(*tickEvery)
+	}
 	if err := serve(*port, *mtlsPort); err != nil {
 		fmt.Fprintf(os.Stderr, "trellis-hello: %v\n", err)
 		os.Exit(1)
@@ -161,6 +167,24 @@ func client(mode, target string) error {
 	defer resp.Body.Close()
 	_, err = io.Copy(os.Stdout, resp.Body)
 	return err
+}
+
+// tick logs "tick N" every interval; on SIGTERM it logs "tick N final"
+// and exits, so a reader of the shipped logs can tell a complete stream
+// (1..N, then final) from one that lost lines.
+func tick(every time.Duration) {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	t := time.NewTicker(every)
+	for n := 1; ; n++ {
+		select {
+		case <-t.C:
+			fmt.Printf("tick %d\n", n)
+		case <-term:
+			fmt.Printf("tick %d final\n", n)
+			os.Exit(0)
+		}
+	}
 }
 
 // task is the batch mode: wait-for polls until file exists; touch creates

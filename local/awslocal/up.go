@@ -40,8 +40,12 @@ type Options struct {
 	// EnvFile receives the environment to use the cluster from another
 	// shell (TRELLIS_AWS_EMULATOR, KOPS_STATE_STORE, KUBECONFIG).
 	EnvFile string
-	Out     io.Writer
-	Log     *slog.Logger
+	// NodeLogs keeps each instance node's shipped logs under
+	// <NodeLogs>/<instance id> on the host (emptied at start: the
+	// instances of an earlier emulator are gone); empty: not kept.
+	NodeLogs string
+	Out      io.Writer
+	Log      *slog.Logger
 	// Ready is called once the cluster is created and nodes are being made.
 	Ready func(emulatorURL string)
 }
@@ -112,7 +116,12 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	if err != nil {
 		return err
 	}
-	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, Log: o.Log})
+	if o.NodeLogs != "" {
+		if err := os.RemoveAll(o.NodeLogs); err != nil {
+			return err
+		}
+	}
+	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, NodeLogs: o.NodeLogs, Log: o.Log})
 	// Instance nodes left by an earlier run (killed before its cleanup)
 	// belong to an emulator that is gone.
 	if err := r.RemoveAll(ctx); err != nil {

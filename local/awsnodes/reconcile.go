@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,11 @@ type Options struct {
 	// Kind is the local kind cluster the nodes join.
 	Kind string
 	Kube kubernetes.Interface
+	// NodeLogs, when set, is a host directory that keeps each instance
+	// node's /var/log/trellis (the log shipper's file sink) under
+	// <NodeLogs>/<instance id>, so what a node shipped outlives it, as a
+	// log service keeps what terminated instances sent.
+	NodeLogs string
 	// Interval between passes (default 1s); JoinTimeout bounds one node's
 	// start and join (default 5m).
 	Interval, JoinTimeout time.Duration
@@ -179,6 +186,14 @@ func (r *Reconciler) join(ctx context.Context, name string, inst Instance, log *
 	// daemon creates the container can leave it behind the cleanup's rm
 	// (seen on Stop mid-launch). It finishes, then ctx is checked.
 	runCtx, cancelRun := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	if r.o.NodeLogs != "" {
+		dir := filepath.Join(r.o.NodeLogs, inst.ID)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			cancelRun()
+			return err
+		}
+		s.Binds = append(s.Binds, dir+":/var/log/trellis")
+	}
 	_, err = docker(runCtx, nil, runArgs(r.o.Kind, name, inst, image, s)...)
 	cancelRun()
 	if err != nil {

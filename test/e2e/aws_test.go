@@ -86,7 +86,7 @@ func awsShape(t *testing.T) (string, int) {
 func TestAWSNodeRollout(t *testing.T) {
 	ctx := context.Background()
 	def, awsNodes := awsShape(t)
-	emulator, env := startLocalAWS(t, def)
+	emulator, env, nodeLogs := startLocalAWS(t, def)
 	old := awaitInstanceNodes(t, awsNodes, "")
 	t.Logf("instance nodes Ready with the runtime: %v", old)
 
@@ -99,6 +99,9 @@ func TestAWSNodeRollout(t *testing.T) {
 	web.Spec.Replicas = new(int32(3))
 	minAvailable := intstr.FromInt32(2)
 	web.Spec.MinAvailable = &minAvailable
+	// Numbered log lines, and a final one on SIGTERM: the shipped logs of
+	// every web pod drained off an old node must hold them all.
+	web.Spec.Template.Containers[0].Args = append(web.Spec.Template.Containers[0].Args, "--tick=200ms")
 	if err := cl.Create(ctx, web); err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +205,13 @@ func TestAWSNodeRollout(t *testing.T) {
 		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
 	}
 	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
+	checkShippedTicks(t, nodeLogs, old, ns, "web")
 }
 
 // startLocalAWS runs `trellis local aws` for the test and returns the
-// emulator's URL and the environment of commands against it.
-func startLocalAWS(t *testing.T, def string) (string, []string) {
+// emulator's URL, the environment of commands against it and the host
+// directory where each instance node's shipped logs stay after it is gone.
+func startLocalAWS(t *testing.T, def string) (string, []string, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -214,12 +219,13 @@ func startLocalAWS(t *testing.T, def string) (string, []string) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
+	nodeLogs := t.TempDir()
 	log, err := os.Create(filepath.Join(t.TempDir(), "local-aws.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "aws", "-f", def, "--kubeconfig", kubeconfig,
-		"--port", strconv.Itoa(port), "--env-file", filepath.Join(t.TempDir(), "env"))
+		"--port", strconv.Itoa(port), "--env-file", filepath.Join(t.TempDir(), "env"), "--node-logs", nodeLogs)
 	up.Dir, up.Stdout, up.Stderr = root, log, log
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -239,7 +245,7 @@ func startLocalAWS(t *testing.T, def string) (string, []string) {
 		}
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	return url, []string{"TRELLIS_AWS_EMULATOR=" + url, "KOPS_STATE_STORE=" + awsState, "KUBECONFIG=" + kubeconfig}
+	return url, []string{"TRELLIS_AWS_EMULATOR=" + url, "KOPS_STATE_STORE=" + awsState, "KUBECONFIG=" + kubeconfig}, nodeLogs
 }
 
 func command(env []string, args ...string) *exec.Cmd {
