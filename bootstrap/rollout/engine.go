@@ -582,8 +582,11 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 }
 
 // Request records a pause or abort request in the store; the running
-// rollout honours it after its current step.
-func Request(ctx context.Context, store Store, status Status) (*State, error) {
+// rollout honours it after its current step. An abort of a rollout that
+// no run holds (paused, or its process gone and its lock expired at now)
+// takes effect at once: there is no current step to finish, and a
+// rollback may follow without a run to turn Aborting into Aborted.
+func Request(ctx context.Context, store Store, status Status, now time.Time) (*State, error) {
 	st, err := store.Load(ctx)
 	if err != nil {
 		return nil, err
@@ -592,5 +595,8 @@ func Request(ctx context.Context, store Store, status Status) (*State, error) {
 		return st, ErrNoRollout
 	}
 	st.Status = status
+	if status == StatusAborting && (st.Lock.Owner == "" || !now.Before(st.Lock.Expires)) {
+		st.Status, st.Lock = StatusAborted, Lock{}
+	}
 	return st, store.Save(ctx, st)
 }

@@ -358,9 +358,13 @@ func newRequestCommand(s streams.Streams, verb string, status rollout.Status) *c
 			if err != nil {
 				return err
 			}
-			st, err := rollout.Request(cmd.Context(), store, status)
+			st, err := rollout.Request(cmd.Context(), store, status, time.Now())
 			if err != nil {
 				return err
+			}
+			if st.Status == rollout.StatusAborted {
+				fmt.Fprintf(s.Out, "Rollout %s: aborted (no run holds it).\n", st.ID)
+				return nil
 			}
 			fmt.Fprintf(s.Out, "Rollout %s: %s requested; it stops after its current step.\n", st.ID, verb)
 			return nil

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -79,10 +78,13 @@ func awsShape(t *testing.T) (string, int) {
 // replaces them with a new image while an independent watcher samples the
 // service's Ready pods against its PDB, and the rollout process is killed
 // with SIGKILL at seeded random moments (E2E_AWS_KILLS, default 1) and
-// started again each time. Beside the watcher of web's Ready pods, one
-// samples web's ZooKeeper serverset, and a wait-for-completion batch task
-// must be left to finish on its cordoned node. E2E_AWS_FULL=1 runs the
-// full shape (3 nodes).
+// started again each time (by `ami resume`). Beside the watcher of web's
+// Ready pods, one samples web's ZooKeeper serverset, and a
+// wait-for-completion batch task must be left to finish on its cordoned
+// node. Then a second rollout is paused after its canary, aborted and
+// rolled back (nodeControls), and no line web's pods logged on a replaced
+// node may be missing from what its log shipper delivered.
+// E2E_AWS_FULL=1 runs the full shape (3 nodes).
 func TestAWSNodeRollout(t *testing.T) {
 	ctx := context.Background()
 	def, awsNodes := awsShape(t)
@@ -127,8 +129,12 @@ func TestAWSNodeRollout(t *testing.T) {
 
 	image := run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d", time.Now().Unix()))
 	ami := strings.TrimSpace(image)
-	args := []string{"ami", "rollout", "-f", def, "--image", ami, "--kubeconfig", kubeconfig, "--yes",
-		"--lock-ttl", "20s", "--gate-timeout", "10m", "--drain-timeout", "5m"}
+	runFlags := []string{"--kubeconfig", kubeconfig, "--lock-ttl", "20s", "--gate-timeout", "10m", "--drain-timeout", "5m"}
+	args := append([]string{"ami", "rollout", "-f", def, "--image", ami, "--yes"}, runFlags...)
+	// After a kill, the run that takes over is `ami resume` in a new process
+	// once the killed run has recorded its rollout, as a user would.
+	resume := append([]string{"ami", "resume", "-f", def}, runFlags...)
+	resumed := 0
 	kills, _ := strconv.Atoi(os.Getenv("E2E_AWS_KILLS"))
 	if kills == 0 {
 		kills = 1
@@ -139,6 +145,10 @@ func TestAWSNodeRollout(t *testing.T) {
 	start := time.Now()
 	for i := 0; ; i++ {
 		cmd := command(env, args...)
+		if i > 0 && amiStatus(t, env, def).Image == ami {
+			cmd = command(env, resume...)
+			resumed++
+		}
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -171,19 +181,13 @@ func TestAWSNodeRollout(t *testing.T) {
 		}
 		break
 	}
-	t.Logf("rollout of %d nodes took %s with %d kill(s)", awsNodes, time.Since(start).Round(time.Second), kills)
+	t.Logf("rollout of %d nodes took %s with %d kill(s), %d taken over by ami resume", awsNodes, time.Since(start).Round(time.Second), kills, resumed)
 
 	task.check(t)
 
 	// The state store's account: every old instance replaced exactly once.
-	var st rollout.State
-	if err := json.Unmarshal([]byte(run(t, env, "ami", "status", "-f", def, "-o", "json")), &st); err != nil {
-		t.Fatal(err)
-	}
-	var replaced []string
-	for _, g := range st.Groups {
-		replaced = append(replaced, g.Replaced...)
-	}
+	st := amiStatus(t, env, def)
+	replaced := replacedOf(st)
 	slices.Sort(replaced)
 	if st.Status != rollout.StatusDone || !slices.Equal(replaced, old) {
 		t.Errorf("rollout %s: replaced %v, want each of %v once", st.Status, replaced, old)
@@ -195,6 +199,9 @@ func TestAWSNodeRollout(t *testing.T) {
 			t.Errorf("old instance %s is still a node", id)
 		}
 	}
+	// Pause, status, abort and rollback across processes, on the nodes,
+	// under the same watchers.
+	drained := append(slices.Clone(old), nodeControls(t, env, def, ami, awsNodes, runFlags)...)
 	watch.stop()
 	if v := watch.violations(); len(v) > 0 {
 		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
@@ -205,7 +212,7 @@ func TestAWSNodeRollout(t *testing.T) {
 		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
 	}
 	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
-	checkShippedTicks(t, nodeLogs, old, ns, "web")
+	checkShippedTicks(t, nodeLogs, drained, ns, "web")
 }
 
 // startLocalAWS runs `trellis local aws` for the test and returns the
