@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
@@ -33,9 +34,11 @@ func TestStatusPauseAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &rollout.State{ID: "r1", Cluster: "staging-us-west-2.k8s.trellis.example", Image: "ami-new", Status: rollout.StatusRunning, Groups: map[string]*rollout.GroupProgress{
-		"general": {Name: "general", Old: []string{"i-1", "i-2", "i-3"}, Replaced: []string{"i-1"}, Batch: &rollout.Batch{N: 2, Old: []string{"i-2"}, Step: rollout.StepDrain}, Blocked: "shop/web (for 12s)"},
-	}}
+	st := &rollout.State{ID: "r1", Cluster: "staging-us-west-2.k8s.trellis.example", Image: "ami-new", Status: rollout.StatusRunning,
+		// A run holds it: an abort is a request the run honours.
+		Lock: rollout.Lock{Owner: "host/1", Expires: time.Now().Add(time.Hour)}, Groups: map[string]*rollout.GroupProgress{
+			"general": {Name: "general", Old: []string{"i-1", "i-2", "i-3"}, Replaced: []string{"i-1"}, Batch: &rollout.Batch{N: 2, Old: []string{"i-2"}, Step: rollout.StepDrain}, Blocked: "shop/web (for 12s)"},
+		}}
 	if err := store.Save(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}

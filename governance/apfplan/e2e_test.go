@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -97,6 +98,10 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
 		t.Fatal(err)
 	}
+	// The apiserver adopts new flow schemas asynchronously (seconds on a
+	// busy machine): until then team-grow's creates still land in the
+	// shared level, which is not what the phase measures.
+	awaitClassified(t, cp, tenants)
 	with := runPhase(t, cp, tenants, "with the proposal")
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -276,4 +281,48 @@ func label(line, name string) string {
 	}
 	rest := line[i+len(name)+2:]
 	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// awaitClassified waits until each tenant's requests are classified by the
+// apiserver into the tenant's own flow schema (the response's
+// X-Kubernetes-PF-FlowSchema-UID), for every tenant that has one.
+func awaitClassified(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config) {
+	t.Helper()
+	ctx := context.Background()
+	schemas, err := cp.Client.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for _, fs := range schemas.Items {
+		if ns, ok := strings.CutPrefix(fs.Name, apfplan.Prefix); ok {
+			uids[ns] = string(fs.UID)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for ns, cfg := range tenants {
+		want, ok := uids[ns]
+		if !ok {
+			continue
+		}
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for got := ""; got != want; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's requests are classified into flow schema %q, want %s%s's %q", ns, got, apfplan.Prefix, ns, want)
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/api/v1/namespaces/"+ns+"/pods?limit=1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			got = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+		}
+	}
 }
