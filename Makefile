@@ -123,6 +123,10 @@ e2e-aws: tools build ## The node-backed AMI rollout in full: 3 instance nodes in
 	./hack/local-host.sh
 	E2E_AWS_FULL=1 E2E_AWS_KILLS=$(E2E_AWS_KILLS) $(GO) test -tags e2e -count=1 -v -timeout 120m -run TestAWSNodeRollout ./test/e2e/
 
+.PHONY: bench-aws-nodes
+bench-aws-nodes: local ## The node-backed rollout bench: Trellis and kops's RollingUpdateCluster roll the local AWS loop's general group on real kubelets (wall time, AWS and Kubernetes calls per node, cordon to gone)
+	$(GO) run ./bench/awsnodes -trellis $(BIN)/trellis
+
 .PHONY: bench-scale
 bench-scale: tools build ## The 2,500-node / 35,000-pod scale test (kwok): QPS by client, mutating p99, memory, etcd size, _output/bench-scale/scale.png
 	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)

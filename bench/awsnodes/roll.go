@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
+	"github.com/trellis-dev/trellis/local/awsnodes"
+)
+
+func intOrStr(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); return &v }
+
+// kindCluster is the local kind cluster whose node image the instance
+// node images are built from.
+const kindCluster = "trellis-local"
+
+// roll registers a new node image and rolls the group onto it with one
+// tool, counting calls from the start of the roll (kops: the launch
+// template's new version is made first, as `kops update cluster` would,
+// and not counted), then waits until every instance node is Ready with
+// the runtime again, so that the next roll starts from the same place.
+func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error) {
+	b.n++
+	base, err := awsnodes.KindNodeImage(ctx, kindCluster)
+	if err != nil {
+		return result{}, err
+	}
+	ami, _, err := awsnodes.RegisterNodeImage(ctx, b.images.EC2, base, fmt.Sprintf("bench-%d-%d", time.Now().Unix(), b.n))
+	if err != nil {
+		return result{}, err
+	}
+	before, _, err := b.cloud.Instances(ctx, b.o.group)
+	if err != nil {
+		return result{}, err
+	}
+	var res result
+	switch tool {
+	case "trellis":
+		st, err := rollout.NewVFSStore(store, b.name)
+		if err != nil {
+			return result{}, err
+		}
+		kctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		kube, err := rollout.NewKubeCluster(kctx, b.kc)
+		if err != nil {
+			return result{}, err
+		}
+		b.proxy.ResetCalls()
+		b.counter.reset()
+		start := time.Now()
+		final, err := rollout.New(b.cloud, kube, st, rollout.Options{Image: ami, Groups: map[string]rollout.Strategy{b.o.group: s.trellis},
+			GateTimeout: 15 * time.Minute, Drain: rollout.DrainOptions{Timeout: 15 * time.Minute}, Owner: "bench", Poll: s.poll}, nil).Start(ctx, b.name)
+		res.wall = time.Since(start)
+		if err != nil {
+			return result{}, err
+		}
+		res.replaced = len(final.Groups[b.o.group].Replaced)
+	case "kops":
+		if _, err := b.cloud.SetImage(ctx, b.o.group, ami); err != nil {
+			return result{}, err
+		}
+		b.proxy.ResetCalls()
+		b.counter.reset()
+		start := time.Now()
+		n, err := b.kops(ctx, s)
+		res.wall = time.Since(start)
+		if err != nil {
+			return result{}, err
+		}
+		res.replaced = n
+	}
+	res.reads, res.writes = b.counter.reset()
+	res.cloud, res.store, res.byAction = byAction(b.proxy.Calls())
+	spans, err := b.spans(ctx, before)
+	if err != nil {
+		return result{}, err
+	}
+	res.spans = spans
+	if err := b.check(ctx, before, ami); err != nil {
+		return result{}, err
+	}
+	return res, awaitNodes(ctx, b.watch, b.total, "the bench's own roll")
+}
+
+// spans waits until every old node has left the cluster and sums up how
+// long each spent between its cordon and going: "mean / max".
+func (b *bench) spans(ctx context.Context, before []rollout.Instance) (string, error) {
+	var ds []time.Duration
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		ds = ds[:0]
+		for _, in := range before {
+			d, ok := b.nodes.span(in.ID)
+			if !ok {
+				return false, nil
+			}
+			ds = append(ds, d)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("old nodes not seen cordoned and gone: %w", err)
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return fmt.Sprintf("%s / %s", (sum / time.Duration(len(ds))).Round(100*time.Millisecond), slices.Max(ds).Round(100*time.Millisecond)), nil
+}
+
+// check: every instance of the group is new and runs the image.
+func (b *bench) check(ctx context.Context, before []rollout.Instance, ami string) error {
+	imgs, err := b.images.GroupImages(ctx, b.o.group+"."+b.name)
+	if err != nil {
+		return err
+	}
+	if len(imgs) != len(before) {
+		return fmt.Errorf("%d instances after the roll, %d before", len(imgs), len(before))
+	}
+	for _, in := range before {
+		if _, ok := imgs[in.ID]; ok {
+			return fmt.Errorf("instance %s survived the roll", in.ID)
+		}
+	}
+	for id, img := range imgs {
+		if img != ami {
+			return fmt.Errorf("instance %s runs %s, not %s", id, img, ami)
+		}
+	}
+	return nil
+}
