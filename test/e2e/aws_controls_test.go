@@ -17,9 +17,9 @@ import (
 
 // nodeControls drives a second rollout on the instance nodes through
 // separate trellis processes, as a user does (issue item 7 on real
-// kubelets): a rollout onto a third image paused after its canary, the
-// status, an abort from another process, and a rollback onto prev, the
-// image the nodes ran before. The watchers of the caller keep sampling
+// kubelets): a rollout of the general group onto a third image paused
+// after its canary, the status, an abort from another process, and a
+// rollback onto prev, the image the nodes ran before. The watchers of the caller keep sampling
 // throughout. It returns the instances it replaced (their shipped logs are
 // checked with the rest).
 func nodeControls(t *testing.T, env []string, def, prev string, awsNodes int, runFlags []string) []string {
@@ -27,7 +27,9 @@ func nodeControls(t *testing.T, env []string, def, prev string, awsNodes int, ru
 	start := time.Now()
 	image := strings.TrimSpace(run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-c-%d", time.Now().Unix())))
 
-	out := run(t, env, append([]string{"ami", "rollout", "-f", def, "--image", image, "--yes", "--pause-after-canary"}, runFlags...)...)
+	// One group: a canary pause is per group, and groups of one phase roll
+	// together.
+	out := run(t, env, append([]string{"ami", "rollout", "-f", def, "--image", image, "--yes", "--pause-after-canary", "--groups", "general"}, runFlags...)...)
 	if !strings.Contains(out, "Paused") {
 		t.Fatalf("rollout onto %s with --pause-after-canary: want Paused\n%s", image, out)
 	}
