@@ -6,14 +6,12 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/trellis-dev/trellis/bench/internal/rollbench"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/local/awsnodes"
 )
-
-func intOrStr(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); return &v }
 
 // kindCluster is the local kind cluster whose node image the instance
 // node images are built from.
@@ -76,13 +74,13 @@ func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error
 		res.replaced = n
 	}
 	res.reads, res.writes = b.counter.reset()
-	res.cloud, res.store, res.byAction = byAction(b.proxy.Calls())
+	res.cloud, res.store, res.byAction = rollbench.ByAction(b.proxy.Calls())
 	spans, err := b.spans(ctx, before)
 	if err != nil {
 		return result{}, err
 	}
 	res.spans = spans
-	if err := b.check(ctx, before, ami); err != nil {
+	if err := rollbench.CheckReplaced(ctx, b.images, b.o.group+"."+b.name, before, ami); err != nil {
 		return result{}, err
 	}
 	return res, awaitNodes(ctx, b.watch, b.total, "the bench's own roll")
@@ -111,26 +109,4 @@ func (b *bench) spans(ctx context.Context, before []rollout.Instance) (string, e
 		sum += d
 	}
 	return fmt.Sprintf("%s / %s", (sum / time.Duration(len(ds))).Round(100*time.Millisecond), slices.Max(ds).Round(100*time.Millisecond)), nil
-}
-
-// check: every instance of the group is new and runs the image.
-func (b *bench) check(ctx context.Context, before []rollout.Instance, ami string) error {
-	imgs, err := b.images.GroupImages(ctx, b.o.group+"."+b.name)
-	if err != nil {
-		return err
-	}
-	if len(imgs) != len(before) {
-		return fmt.Errorf("%d instances after the roll, %d before", len(imgs), len(before))
-	}
-	for _, in := range before {
-		if _, ok := imgs[in.ID]; ok {
-			return fmt.Errorf("instance %s survived the roll", in.ID)
-		}
-	}
-	for id, img := range imgs {
-		if img != ami {
-			return fmt.Errorf("instance %s runs %s, not %s", id, img, ami)
-		}
-	}
-	return nil
 }

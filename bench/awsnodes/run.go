@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +13,7 @@ import (
 	"k8s.io/kops/pkg/apis/kops"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
+	"github.com/trellis-dev/trellis/bench/internal/rollbench"
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
@@ -109,7 +107,7 @@ func run(ctx context.Context, o options) error {
 	b.total = total
 	settings := []setting{{
 		name: "surge 1", trellis: rollout.Strategy{MaxSurge: 1},
-		kops: &kops.RollingUpdate{MaxSurge: intOrStr(1), MaxUnavailable: intOrStr(0)}, tick: 2 * time.Second, validations: 1,
+		kops: &kops.RollingUpdate{MaxSurge: rollbench.IntOrStr(1), MaxUnavailable: rollbench.IntOrStr(0)}, tick: 2 * time.Second, validations: 1,
 	}}
 	if o.defaults {
 		s, err := bootstrap.Strategies(def, bootstrap.StrategyOverrides{Groups: []string{o.group}, MaxSurge: -1, MaxUnavailable: -1, Canary: true})
@@ -181,19 +179,4 @@ type result struct {
 	replaced                    int
 	cloud, store, reads, writes int
 	spans, byAction             string
-}
-
-func byAction(calls map[string]int) (cloud, store int, s string) {
-	actions := slices.Sorted(maps.Keys(calls))
-	slices.SortStableFunc(actions, func(a, b string) int { return calls[b] - calls[a] })
-	var parts []string
-	for _, a := range actions {
-		if strings.HasPrefix(a, "S3:") {
-			store += calls[a]
-		} else {
-			cloud += calls[a]
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", a, calls[a]))
-	}
-	return cloud, store, strings.Join(parts, ", ")
 }

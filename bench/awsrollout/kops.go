@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kops/pkg/apis/kops"
 	"k8s.io/kops/pkg/instancegroups"
 
-	"github.com/trellis-dev/trellis/bootstrap"
-	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/bench/internal/rollbench"
 )
-
-func intOrStr(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); return &v }
 
 // kops rolls the group with kops's own rolling update, as `kops
 // rolling-update cluster --cloudonly --yes --instance-group general` does:
@@ -21,25 +17,16 @@ func intOrStr(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); retu
 // instances need an update), the group's rolling-update settings, and
 // --node-interval.
 func (b *bench) kops(ctx context.Context, s setting) (int, error) {
-	cs, err := statestore.Open(ctx, store)
+	st, err := rollbench.Load(ctx, store, b.name, group, s.kops)
 	if err != nil {
 		return 0, err
 	}
-	stored, err := bootstrap.Stored(ctx, cs, b.name)
-	if err != nil {
-		return 0, err
-	}
+	// Only the rolled group, as `--instance-group` gives kops.
 	list := &kops.InstanceGroupList{}
-	var igs []*kops.InstanceGroup
-	for _, ig := range stored.InstanceGroups {
-		if ig.Name != group {
-			continue
-		}
-		ig.Spec.RollingUpdate = s.kops
-		igs = append(igs, ig)
+	for _, ig := range st.Rolled {
 		list.Items = append(list.Items, *ig)
 	}
-	groups, err := b.aws.GetCloudGroups(stored.Cluster, igs, false, nil)
+	groups, err := b.aws.GetCloudGroups(st.Spec.Cluster, st.Rolled, false, nil)
 	if err != nil {
 		return 0, fmt.Errorf("kops cloud groups: %w", err)
 	}
@@ -51,7 +38,7 @@ func (b *bench) kops(ctx context.Context, s setting) (int, error) {
 		return 0, fmt.Errorf("kops sees no instance of %s to update", group)
 	}
 	ru := &instancegroups.RollingUpdateCluster{
-		Clientset: cs, Cluster: stored.Cluster, Cloud: b.aws, ClusterName: b.name, CloudOnly: true,
+		Clientset: st.Clientset, Cluster: st.Spec.Cluster, Cloud: b.aws, ClusterName: b.name, CloudOnly: true,
 		MasterInterval: s.interval, NodeInterval: s.interval, BastionInterval: s.interval,
 		FailOnDrainError: true, FailOnValidate: true, ValidationTimeout: 15 * time.Minute, DrainTimeout: 15 * time.Minute,
 	}

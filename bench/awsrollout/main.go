@@ -14,15 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/kops/pkg/apis/kops"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
+	"github.com/trellis-dev/trellis/bench/internal/rollbench"
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
@@ -108,8 +107,8 @@ func run(ctx context.Context, file string, nodes int, defaults bool) error {
 		return err
 	}
 	settings := []setting{
-		{name: "surge 1", trellis: rollout.Strategy{MaxSurge: 1}, kops: &kops.RollingUpdate{MaxSurge: intOrStr(1), MaxUnavailable: intOrStr(0)}},
-		{name: "in place, 1 unavailable", trellis: rollout.Strategy{MaxUnavailable: 1}, kops: &kops.RollingUpdate{MaxSurge: intOrStr(0), MaxUnavailable: intOrStr(1)}},
+		{name: "surge 1", trellis: rollout.Strategy{MaxSurge: 1}, kops: &kops.RollingUpdate{MaxSurge: rollbench.IntOrStr(1), MaxUnavailable: rollbench.IntOrStr(0)}},
+		{name: "in place, 1 unavailable", trellis: rollout.Strategy{MaxUnavailable: 1}, kops: &kops.RollingUpdate{MaxSurge: rollbench.IntOrStr(0), MaxUnavailable: rollbench.IntOrStr(1)}},
 	}
 	if defaults {
 		s, err := bootstrap.Strategies(def, bootstrap.StrategyOverrides{Groups: []string{group}, MaxSurge: -1, MaxUnavailable: -1, Canary: true})
@@ -203,40 +202,6 @@ func (b *bench) roll(ctx context.Context, proxy *awsemu.FaultProxy, tool string,
 		}
 		res.replaced = n
 	}
-	calls := proxy.Calls()
-	actions := slices.Sorted(maps.Keys(calls))
-	slices.SortStableFunc(actions, func(a, b string) int { return calls[b] - calls[a] })
-	var parts []string
-	for _, a := range actions {
-		if strings.HasPrefix(a, "S3:") {
-			res.store += calls[a]
-		} else {
-			res.cloud += calls[a]
-		}
-		parts = append(parts, fmt.Sprintf("%s %d", a, calls[a]))
-	}
-	res.byAction = strings.Join(parts, ", ")
-	return res, b.check(ctx, before, ami)
-}
-
-// check: every instance of the group is new and runs the image.
-func (b *bench) check(ctx context.Context, before []rollout.Instance, ami string) error {
-	imgs, err := b.c.GroupImages(ctx, group+"."+b.name)
-	if err != nil {
-		return err
-	}
-	if len(imgs) != len(before) {
-		return fmt.Errorf("%d instances after the roll, %d before", len(imgs), len(before))
-	}
-	for _, in := range before {
-		if _, ok := imgs[in.ID]; ok {
-			return fmt.Errorf("instance %s survived the roll", in.ID)
-		}
-	}
-	for id, img := range imgs {
-		if img != ami {
-			return fmt.Errorf("instance %s runs %s, not %s", id, img, ami)
-		}
-	}
-	return nil
+	res.cloud, res.store, res.byAction = rollbench.ByAction(proxy.Calls())
+	return res, rollbench.CheckReplaced(ctx, b.c, group+"."+b.name, before, ami)
 }
