@@ -13,7 +13,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,9 +27,14 @@ func main() {
 	flag.StringVar(&o.group, "group", "general", "instance group to roll")
 	flag.StringVar(&o.trellis, "trellis", "bin/trellis", "the trellis binary that runs `local aws`")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", os.ExpandEnv("$HOME/.kube/trellis-local.kubeconfig"), "kubeconfig of the local kind cluster")
+	flag.StringVar(&o.tools, "tools", "trellis,kops", "the tools to roll with, in order")
+	verbosity := flag.Int("v", 0, "log kops and client-go (klog) at this verbosity to stderr")
 	flag.BoolVar(&o.defaults, "defaults", true, "also roll at each tool's defaults (kops: two validations 10 s apart every 30 s, 5 s after each drain, 15 s after each node)")
 	flag.Parse()
-	_ = logs.Setup(0, io.Discard)
+	if err := logs.Setup(*verbosity, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "awsnodes: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

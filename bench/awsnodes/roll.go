@@ -38,6 +38,8 @@ func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error
 	}
 	var res result
 	switch tool {
+	default:
+		return result{}, fmt.Errorf("unknown tool %q: trellis or kops", tool)
 	case "trellis":
 		st, err := rollout.NewVFSStore(store, b.name)
 		if err != nil {
@@ -83,7 +85,10 @@ func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error
 	if err := rollbench.CheckReplaced(ctx, b.images, b.o.group+"."+b.name, before, ami); err != nil {
 		return result{}, err
 	}
-	return res, awaitNodes(ctx, b.watch, b.total, "the bench's own roll")
+	if err := awaitNodes(ctx, b.watch, b.total, "the bench's own roll"); err != nil {
+		return result{}, err
+	}
+	return res, awaitWorkload(ctx, b.watch, b.replicas)
 }
 
 // spans waits until every old node has left the cluster and sums up how

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -26,8 +27,8 @@ import (
 const store = "s3://trellis-state/clusters"
 
 type options struct {
-	file, group, trellis, kubeconfig string
-	defaults                         bool
+	file, group, trellis, kubeconfig, tools string
+	defaults                                bool
 }
 
 // setting is one comparison: the same surge for both tools, or each
@@ -89,6 +90,15 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("local AWS loop: emulator %s, %s, %d instance nodes Ready with the runtime after %s; rolling group %s (%d nodes)\n",
 		la.url, name, total, time.Since(start).Round(time.Second), o.group, size)
+	replicas := int32(2 * size)
+	remove, err := startWorkload(ctx, watch, o.group, replicas)
+	if remove != nil {
+		defer remove()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("workload: %d hello pods on the group's nodes, a PDB allowing 1 unavailable\n", replicas)
 
 	// Both tools reach AWS through a proxy that counts calls by action,
 	// and Kubernetes through a client that counts requests.
@@ -104,7 +114,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	b.total = total
+	b.total, b.replicas = total, replicas
 	settings := []setting{{
 		name: "surge 1", trellis: rollout.Strategy{MaxSurge: 1},
 		kops: &kops.RollingUpdate{MaxSurge: rollbench.IntOrStr(1), MaxUnavailable: rollbench.IntOrStr(0)}, tick: 2 * time.Second, validations: 1,
@@ -120,7 +130,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Println("Both tools drain real kubelets (PDBs honoured) and wait for each new node: Trellis until its runtime daemons are Ready, kops until `kops validate cluster` passes for the node groups (the local loop's control-plane instances are not nodes).")
 	fmt.Printf("%-22s %-8s %9s %5s %9s %9s %11s %17s  %s\n", "SETTING", "TOOL", "WALL", "NODES", "AWS/NODE", "S3/NODE", "KUBE R+W/NODE", "CORDON→GONE", "AWS CALLS BY ACTION")
 	for _, s := range settings {
-		for _, tool := range []string{"trellis", "kops"} {
+		for _, tool := range strings.Split(o.tools, ",") {
 			res, err := b.roll(ctx, tool, s)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", s.name, tool, err)
@@ -147,6 +157,7 @@ type bench struct {
 	nodes    *nodeTimes
 	proxy    *awsemu.FaultProxy
 	total, n int
+	replicas int32
 }
 
 func newBench(ctx context.Context, o options, region, name, emulator string, cfg *rest.Config, watch kubernetes.Interface, proxy *awsemu.FaultProxy) (*bench, error) {

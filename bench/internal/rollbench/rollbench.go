@@ -29,8 +29,8 @@ func IntOrStr(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); retu
 type Stored struct {
 	Clientset simple.Clientset
 	Spec      *render.Spec
-	// All is every instance group; Rolled the one rolled, with its
-	// rolling-update settings replaced.
+	// All is every instance group; Rolled points at the one rolled in
+	// All, with its rolling-update settings replaced.
 	All    *kops.InstanceGroupList
 	Rolled []*kops.InstanceGroup
 }
@@ -48,11 +48,17 @@ func Load(ctx context.Context, store, name, group string, ru *kops.RollingUpdate
 	}
 	s := &Stored{Clientset: cs, Spec: spec, All: &kops.InstanceGroupList{}}
 	for _, ig := range spec.InstanceGroups {
-		if ig.Name == group {
+		s.All.Items = append(s.All.Items, *ig)
+	}
+	// The rolled group is the list's own object: kops tells a validation
+	// failure of the rolled group from another group's by pointer, so the
+	// cloud groups and the validator must share it (with copies, every
+	// failure looked like another group's and kops never waited).
+	for i := range s.All.Items {
+		if ig := &s.All.Items[i]; ig.Name == group {
 			ig.Spec.RollingUpdate = ru
 			s.Rolled = append(s.Rolled, ig)
 		}
-		s.All.Items = append(s.All.Items, *ig)
 	}
 	if len(s.Rolled) == 0 {
 		return nil, fmt.Errorf("%s has no instance group %s", name, group)
