@@ -270,8 +270,10 @@ func (p *Pool) deleteENI(ctx context.Context, id string) error {
 }
 
 // collectLeaked deletes this node's ENIs that are not attached: created
-// by a netd that died before attaching them. They are only looked for
-// when no creation of this node's can be in flight (at start).
+// by a netd that died before attaching them, or by a create or detach
+// whose caller gave up. They are only looked for when no creation of this
+// node's can be in flight (at start, and in a reconcile after a failed
+// change, under the change lock).
 func (p *Pool) collectLeaked(ctx context.Context) (int, error) {
 	out, err := call(ctx, p.ec2, "DescribeNetworkInterfaces", func(ctx context.Context) (*ec2.DescribeNetworkInterfacesOutput, error) {
 		return p.cfg.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{Filters: []ec2types.Filter{

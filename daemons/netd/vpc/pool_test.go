@@ -306,3 +306,61 @@ func TestIntegrationPoolSocket(t *testing.T) {
 		t.Fatalf("ADD without a container: %d", code)
 	}
 }
+
+// An ENI change whose caller gave up after EC2 did it (a create never
+// answered, a detach not followed by its delete) leaves an ENI of the node
+// unattached in EC2: the next sync deletes it, and no ENI leaks.
+func TestIntegrationPoolInterruptedENIChange(t *testing.T) {
+	e := newEnv(t, "t3.medium")
+	p := e.open(e.config())
+	bg := context.Background()
+	interrupted := func(action string) {
+		t.Helper()
+		held := e.proxy.Hold(action)
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		go func() { <-held; cancel() }()
+		if err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("sync whose %s never answered: %v", action, err)
+		}
+		if got := e.cloud().available; len(got) != 1 {
+			t.Fatalf("after the interrupted %s EC2 has unattached ENIs %v, want the one it left", action, got)
+		}
+		if err := p.Sync(bg); err != nil {
+			t.Fatal(err)
+		}
+		e.agree(p)
+	}
+	assign := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := p.Assign(bg, vpc.Key{Container: fmt.Sprintf("c%d", i), Iface: "eth0", Pod: fmt.Sprintf("ns/pod-%d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	assign(0, 5) // the primary ENI is full: the next sync creates one
+	interrupted("CreateNetworkInterface")
+	if s := p.Stats(); s.ENIs != 2 || s.Free != 5 {
+		t.Fatalf("after the retried create: %+v, want 2 ENIs with 5 free", s)
+	}
+	assign(5, 10)
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := p.Release(fmt.Sprintf("c%d", i), "eth0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 15 free: the sync gives back two ENIs, and the first one's detach
+	// is cut off. The next sync deletes it; the 10 left free are within
+	// the margin (warm 5 plus 5), so the other ENI stays.
+	interrupted("DetachNetworkInterface")
+	if s := p.Stats(); s.ENIs != 2 || s.Free != 10 {
+		t.Fatalf("after the retried shrink: %+v, want 2 ENIs with 10 free", s)
+	}
+}

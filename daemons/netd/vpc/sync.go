@@ -180,10 +180,25 @@ func (p *Pool) markStale() {
 
 // reconcile reads the node's ENIs back from EC2 and takes them as the
 // truth: addresses a failed or interrupted change left in EC2 become free
-// ones, addresses gone from EC2 are no longer handed out.
+// ones, addresses gone from EC2 are no longer handed out, and after a
+// failed change the node's unattached ENIs are deleted.
 func (p *Pool) reconcile(ctx context.Context) error {
 	p.change.Lock()
 	defer p.change.Unlock()
+	p.mu.Lock()
+	stale := p.stale
+	p.mu.Unlock()
+	if stale {
+		// A change was interrupted: a create EC2 did but never answered,
+		// or a detach whose delete did not follow, leaves an ENI of this
+		// node unattached. None of this pool's creations is in flight
+		// (the change lock), so every such ENI is a leak.
+		if n, err := p.collectLeaked(ctx); err != nil {
+			return fmt.Errorf("leaked ENIs: %w", err)
+		} else if n > 0 {
+			p.log.Info("deleted ENIs an interrupted change left unattached", "count", n)
+		}
+	}
 	enis, others, err := p.attached(ctx)
 	if err != nil {
 		return err
