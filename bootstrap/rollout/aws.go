@@ -224,3 +224,21 @@ func (c *AWSCloud) terminate(ctx context.Context, id string, decrement bool) err
 	}
 	return nil
 }
+
+// InstanceImages returns the image each instance runs (DescribeInstances).
+func (c *AWSCloud) InstanceImages(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	p := ec2.NewDescribeInstancesPaginator(c.AWS.EC2(), &ec2.DescribeInstancesInput{InstanceIds: ids})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("failed to describe instances %v: %w", ids, err)
+		}
+		for _, r := range page.Reservations {
+			for _, in := range r.Instances {
+				out[aws.ToString(in.InstanceId)] = aws.ToString(in.ImageId)
+			}
+		}
+	}
+	return out, nil
+}

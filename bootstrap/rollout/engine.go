@@ -45,6 +45,8 @@ type Cloud interface {
 	// is, so the group launches its replacement (in-place batches); an
 	// instance already gone is not an error.
 	Replace(ctx context.Context, group, id string) error
+	// InstanceImages returns the image each instance runs.
+	InstanceImages(ctx context.Context, ids []string) (map[string]string, error)
 }
 
 // ImageChange is what SetImage did.
@@ -335,15 +337,14 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		if err != nil {
 			return err
 		}
+		old, err := outdated(ctx, r.cloud, insts, img, next, g.Strategy.ReplaceAll)
+		if err != nil {
+			return err
+		}
 		r.edit(func() {
 			g.ImageID, g.PrevVersion, g.PrevImage, g.NewVersion, g.Base = cmp.Or(img, ch.PrevImage), ch.PrevVersion, ch.PrevImage, next, desired
 			g.Started = r.opts.Clock.Now()
-			g.Old = nil
-			for _, in := range insts {
-				if in.Version != next || g.Strategy.ReplaceAll {
-					g.Old = append(g.Old, in.ID)
-				}
-			}
+			g.Old = old
 		})
 		if err := r.step(ctx); err != nil {
 			return err

@@ -36,12 +36,13 @@ type memCloud struct {
 	version map[string]int
 	desired map[string]int
 	insts   map[string][]rollout.Instance
+	images  map[string][]string // group -> image of each version (index 1 on)
 }
 
 func newMemCloud(groups map[string]int) *memCloud {
-	c := &memCloud{version: map[string]int{}, desired: map[string]int{}, insts: map[string][]rollout.Instance{}}
+	c := &memCloud{version: map[string]int{}, desired: map[string]int{}, insts: map[string][]rollout.Instance{}, images: map[string][]string{}}
 	for g, n := range groups {
-		c.version[g], c.desired[g] = 1, n
+		c.version[g], c.desired[g], c.images[g] = 1, n, []string{"", "ami-old"}
 		c.launch(g)
 	}
 	return c
@@ -72,7 +73,24 @@ func (c *memCloud) SetImage(_ context.Context, g, image string) (rollout.ImageCh
 	}
 	prev := c.version[g]
 	c.version[g]++
-	return rollout.ImageChange{PrevVersion: fmt.Sprint(prev), PrevImage: "ami-old", NewVersion: fmt.Sprint(c.version[g])}, nil
+	c.images[g] = append(c.images[g], image)
+	return rollout.ImageChange{PrevVersion: fmt.Sprint(prev), PrevImage: c.images[g][prev], NewVersion: fmt.Sprint(c.version[g])}, nil
+}
+
+func (c *memCloud) InstanceImages(_ context.Context, ids []string) (map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]string{}
+	for g, insts := range c.insts {
+		for _, in := range insts {
+			if slices.Contains(ids, in.ID) {
+				var v int
+				_, _ = fmt.Sscan(in.Version, &v)
+				out[in.ID] = c.images[g][v]
+			}
+		}
+	}
+	return out, nil
 }
 
 // bump makes a new launch-template version of the group, as a cluster
@@ -81,6 +99,7 @@ func (c *memCloud) bump(g string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.version[g]++
+	c.images[g] = append(c.images[g], c.images[g][len(c.images[g])-1])
 }
 
 func (c *memCloud) SetDesired(_ context.Context, g string, n int) error {
@@ -539,4 +558,64 @@ func TestReplaceAllRelaunchesCurrentInstances(t *testing.T) {
 	if n := len(st.Groups["general"].Replaced); n != 0 || fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("general: %d replaced (%v -> %v), want none", n, before, after)
 	}
+}
+
+// TestRollbackAfterCanaryReplacesOnlyTheCanary: a rollout paused after its
+// canary, aborted and rolled back replaces the canary alone; the nodes that
+// never left the previous image stay, although the rollback made a new
+// launch-template version. The plan says the same before it acts.
+func TestRollbackAfterCanaryReplacesOnlyTheCanary(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cloud, store := newMemCloud(map[string]int{"general": 3}), &memStore{}
+	cluster := memCluster{ready: func(*corev1.Node) bool { return true }}
+	st, err := rollout.New(cloud, cluster, store, rollout.Options{Image: "ami-new",
+		Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1, Canary: true, PauseAfterCanary: true}}}, nil).Start(ctx, "test")
+	if err != nil || st.Status != rollout.StatusPaused {
+		t.Fatalf("rollout with a canary pause: %v (%v)", err, st)
+	}
+	canary := slices.Clone(st.Groups["general"].Replaced)
+	if len(canary) != 1 {
+		t.Fatalf("paused with %v replaced, want the canary", canary)
+	}
+	if _, err := rollout.Request(ctx, store, rollout.StatusAborting, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	insts, _, _ := cloud.Instances(ctx, "general")
+	var successor string
+	for _, in := range insts {
+		if in.Version == "2" {
+			successor = in.ID
+		}
+	}
+	back := rollout.Options{Image: "ami-old", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 1}}}
+	plan, err := rollout.MakePlan(ctx, cloud, nil, back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Groups[0].Replace; !slices.Equal(got, []string{successor}) {
+		t.Errorf("rollback plan replaces %v, want the canary's successor %s only", got, successor)
+	}
+	st, err = rollout.New(cloud, cluster, store, back, nil).Start(ctx, "test")
+	if err != nil || st.Status != rollout.StatusDone {
+		t.Fatalf("rollback: %v (%v)", err, st)
+	}
+	if got := st.Groups["general"].Replaced; !slices.Equal(got, []string{successor}) {
+		t.Errorf("rollback replaced %v, want the canary's successor %s only", got, successor)
+	}
+	running, _ := cloud.InstanceImages(ctx, ids(cloud, "general"))
+	for id, img := range running {
+		if img != "ami-old" {
+			t.Errorf("after the rollback %s runs %s", id, img)
+		}
+	}
+}
+
+func ids(c *memCloud, g string) []string {
+	insts, _, _ := c.Instances(context.Background(), g)
+	var out []string
+	for _, in := range insts {
+		out = append(out, in.ID)
+	}
+	return out
 }

@@ -35,7 +35,7 @@ type Plan struct {
 type GroupPlan struct {
 	Name     string
 	Strategy Strategy
-	// Replace are the instances to replace (every current one).
+	// Replace are the instances to replace (those not on the image).
 	Replace []string
 	Batches int
 	// PDBs are the budgets selecting pods on those nodes, with the
@@ -73,8 +73,8 @@ func MakePlan(ctx context.Context, cloud Cloud, kube Constraints, opts Options) 
 			return nil, err
 		}
 		g := GroupPlan{Name: name, Strategy: s}
-		for _, in := range insts {
-			g.Replace = append(g.Replace, in.ID)
+		if g.Replace, err = outdated(ctx, cloud, insts, id, "", s.ReplaceAll); err != nil {
+			return nil, err
 		}
 		if n := len(g.Replace); n > 0 {
 			rest := n

@@ -127,22 +127,79 @@ func TestAWSNodeRollout(t *testing.T) {
 	task := startHeldTask(t, ns)
 	task.watch(ctx)
 
-	image := run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d", time.Now().Unix()))
-	ami := strings.TrimSpace(image)
 	runFlags := []string{"--kubeconfig", kubeconfig, "--lock-ttl", "20s", "--gate-timeout", "10m", "--drain-timeout", "5m"}
-	args := append([]string{"ami", "rollout", "-f", def, "--image", ami, "--yes"}, runFlags...)
-	// After a kill, the run that takes over is `ami resume` in a new process
-	// once the killed run has recorded its rollout, as a user would.
-	resume := append([]string{"ami", "resume", "-f", def}, runFlags...)
-	resumed := 0
 	kills, _ := strconv.Atoi(os.Getenv("E2E_AWS_KILLS"))
 	if kills == 0 {
 		kills = 1
 	}
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("emulator %s, rollout to %s, %d kill(s), seed %d", emulator, ami, kills, seed)
+	t.Logf("emulator %s, %d kill(s), seed %d", emulator, kills, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	start := time.Now()
+	// Rollouts onto new images until the kills have landed (a run may
+	// finish before its kill): each one replaces every instance node once.
+	var drained []string
+	landed, ami := 0, ""
+	for n := 0; n == 0 || landed < kills; n++ {
+		if n > 0 {
+			old = awaitInstanceNodes(t, awsNodes, ami)
+		}
+		ami = strings.TrimSpace(run(t, env, "local", "aws", "image", fmt.Sprintf("e2e-%d-%d", n, time.Now().Unix())))
+		start := time.Now()
+		got, resumed := rollWithKills(t, env, def, ami, runFlags, rng, kills-landed)
+		landed += got
+		t.Logf("rollout %d of %d nodes onto %s took %s with %d kill(s), %d taken over by ami resume; %d of %d kills landed",
+			n, awsNodes, ami, time.Since(start).Round(time.Second), got, resumed, landed, kills)
+		if n == 0 {
+			task.check(t)
+		}
+		// The state store's account: every old instance replaced exactly once.
+		st := amiStatus(t, env, def)
+		replaced := replacedOf(st)
+		slices.Sort(replaced)
+		if st.Status != rollout.StatusDone || !slices.Equal(replaced, old) {
+			t.Errorf("rollout %d %s: replaced %v, want each of %v once", n, st.Status, replaced, old)
+		}
+		// The cluster's account: only new-image instance nodes, all Ready.
+		now := awaitInstanceNodes(t, awsNodes, ami)
+		for _, id := range now {
+			if slices.Contains(old, id) {
+				t.Errorf("old instance %s is still a node", id)
+			}
+		}
+		drained = append(drained, old...)
+		if t.Failed() {
+			break
+		}
+	}
+	if landed < kills {
+		t.Errorf("%d of the %d kills landed", landed, kills)
+	}
+	// Pause, status, abort and rollback across processes, on the nodes,
+	// under the same watchers.
+	drained = append(drained, nodeControls(t, env, def, ami, awsNodes, runFlags)...)
+	watch.stop()
+	if v := watch.violations(); len(v) > 0 {
+		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
+	}
+	t.Logf("watcher: %d samples of web's Ready pods, minimum %d (budget 2)", watch.samples, watch.min)
+	zkWatch.stop()
+	if v := zkWatch.violations(); len(v) > 0 {
+		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
+	}
+	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
+	checkShippedTicks(t, nodeLogs, drained, ns, "web")
+}
+
+// rollWithKills runs `trellis ami rollout --yes` onto ami and SIGKILLs
+// runs at seeded random moments (6 to 45 s into a run: after it took the
+// lock), up to kills of them, each time checking that a new run is refused
+// while the killed run's lock holds, and starting it again with `ami
+// resume` once the lock expired, as a user would. It returns the kills that landed (a run may end
+// before its kill) and the runs taken over by resume.
+func rollWithKills(t *testing.T, env []string, def, ami string, runFlags []string, rng *rand.Rand, kills int) (landed, resumed int) {
+	t.Helper()
+	args := append([]string{"ami", "rollout", "-f", def, "--image", ami, "--yes"}, runFlags...)
+	resume := append([]string{"ami", "resume", "-f", def}, runFlags...)
 	for i := 0; ; i++ {
 		cmd := command(env, args...)
 		if i > 0 && amiStatus(t, env, def).Image == ami {
@@ -157,8 +214,8 @@ func TestAWSNodeRollout(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		var kill <-chan time.Time
-		after := time.Duration(5+rng.IntN(115)) * time.Second // in the run's first 2 minutes
-		if i < kills {
+		after := time.Duration(6000+rng.IntN(39000)) * time.Millisecond
+		if landed < kills {
 			kill = time.After(after)
 		}
 		select {
@@ -166,53 +223,22 @@ func TestAWSNodeRollout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rollout run %d: %v\n%s", i, err, out.String())
 			}
+			return landed, resumed
 		case <-kill:
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			if err := <-done; err == nil {
 				t.Logf("run %d ended before its kill landed", i)
+				return landed, resumed
 			}
+			landed++
 			t.Logf("run %d killed after %s", i, after)
 			// Its lock holds until it expires: a new run is refused.
 			if b, err := command(env, args...).CombinedOutput(); err == nil || !strings.Contains(string(b), "another rollout holds the lock") {
 				t.Errorf("a run right after a kill: %v, want refused by the lock\n%s", err, b)
 			}
 			time.Sleep(21 * time.Second)
-			continue
-		}
-		break
-	}
-	t.Logf("rollout of %d nodes took %s with %d kill(s), %d taken over by ami resume", awsNodes, time.Since(start).Round(time.Second), kills, resumed)
-
-	task.check(t)
-
-	// The state store's account: every old instance replaced exactly once.
-	st := amiStatus(t, env, def)
-	replaced := replacedOf(st)
-	slices.Sort(replaced)
-	if st.Status != rollout.StatusDone || !slices.Equal(replaced, old) {
-		t.Errorf("rollout %s: replaced %v, want each of %v once", st.Status, replaced, old)
-	}
-	// The cluster's account: only new-image instance nodes, all Ready.
-	now := awaitInstanceNodes(t, awsNodes, ami)
-	for _, id := range now {
-		if slices.Contains(old, id) {
-			t.Errorf("old instance %s is still a node", id)
 		}
 	}
-	// Pause, status, abort and rollback across processes, on the nodes,
-	// under the same watchers.
-	drained := append(slices.Clone(old), nodeControls(t, env, def, ami, awsNodes, runFlags)...)
-	watch.stop()
-	if v := watch.violations(); len(v) > 0 {
-		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
-	}
-	t.Logf("watcher: %d samples of web's Ready pods, minimum %d (budget 2)", watch.samples, watch.min)
-	zkWatch.stop()
-	if v := zkWatch.violations(); len(v) > 0 {
-		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
-	}
-	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
-	checkShippedTicks(t, nodeLogs, drained, ns, "web")
 }
 
 // startLocalAWS runs `trellis local aws` for the test and returns the
