@@ -44,6 +44,8 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 					if p.API, err = proposeAPI(cmd, f, opts, headroom, now, slices.Collect(maps.Keys(p.Quotas))); err != nil {
 						return err
 					}
+					// The plan (stdout) holds it all; this is its summary.
+					fmt.Fprint(s.Err, p.API)
 				}
 			} else {
 				smp, err := peakSamples(cmd, f, promStep, now)
@@ -65,7 +67,7 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 	cmd.Flags().BoolVar(&useForecast, "forecast", false, "plan each namespace's quota from its forecast: a daily schedule over the horizon")
 	cmd.Flags().DurationVar(&opts.Horizon, "horizon", 30*day, "how far ahead a forecast plan reaches")
 	cmd.Flags().Float64Var(&opts.Risk, "risk", 0, "chance a week's usage passes a forecast plan on some day (default 0.003)")
-	cmd.Flags().BoolVar(&api, "api", false, "with --forecast --prometheus: also propose API capacity (priority levels, a FlowSchema per tenant) from the tenants' forecast seats and the cluster's (--kubeconfig)")
+	cmd.Flags().BoolVar(&api, "api", false, "with --forecast --prometheus: also propose API capacity (priority levels, a FlowSchema per tenant and verb class) from the tenants' forecast seats and the cluster's (--kubeconfig), with each tenant's request rates by verb class and their forecast")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig (for --api: the cluster's priority levels and seats)")
 	return cmd
 }
@@ -98,10 +100,10 @@ func readPlan(path string) (quota.Plan, error) {
 	return p, nil
 }
 
-// proposeAPI forecasts the tenants' seats from Prometheus and sizes the
-// cluster's priority levels for them. A planned namespace without seats
-// history yet (no FlowSchema of its own so far) is a tenant of the shared
-// level: its FlowSchema starts the history.
+// proposeAPI forecasts the tenants' seats and request rates by verb class
+// from Prometheus and sizes the cluster's priority levels for the seats. A
+// planned namespace without history yet (no FlowSchemas of its own so far)
+// is a tenant of the shared level: its FlowSchemas start the history.
 func proposeAPI(cmd *cobra.Command, f *flags, opts forecast.Options, headroom float64, now time.Time, namespaces []string) (*apfplan.Proposal, error) {
 	if f.source.Prometheus == "" {
 		return nil, fmt.Errorf("--api reads the tenants' seats from --prometheus")

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -67,7 +69,12 @@ func labelValue(line, name string) string {
 }
 
 // Apply writes the proposal's objects (server-side apply, field manager
-// trellis-quota). On the shared level it sets the shares only.
+// trellis-quota). On the shared level it sets the shares only. Then it
+// deletes the FlowSchemas labelled as Trellis quota's that the proposal no
+// longer holds: a tenant's single schema from before the verb-class split,
+// or the schemas of a namespace no longer planned. They go after the new
+// ones exist, so that a tenant's requests never fall through to a
+// schema of lower precedence in between.
 func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 	levels, schemas := p.Objects()
 	opts := metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)}
@@ -83,16 +90,36 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 			return err
 		}
 		if _, err := c.FlowcontrolV1().PriorityLevelConfigurations().Patch(ctx, meta.Metadata.Name, types.ApplyPatchType, b, opts); err != nil {
-			return fmt.Errorf("priority level %s: %w", meta.Metadata.Name, err)
+			return fmt.Errorf("failed to apply priority level %s: %w", meta.Metadata.Name, err)
 		}
 	}
+	keep := map[string]bool{}
 	for _, fs := range schemas {
 		b, err := json.Marshal(fs)
 		if err != nil {
 			return err
 		}
 		if _, err := c.FlowcontrolV1().FlowSchemas().Patch(ctx, fs.Name, types.ApplyPatchType, b, opts); err != nil {
-			return fmt.Errorf("flow schema %s: %w", fs.Name, err)
+			return fmt.Errorf("failed to apply flow schema %s: %w", fs.Name, err)
+		}
+		keep[fs.Name] = true
+	}
+	return prune(ctx, c, keep)
+}
+
+// prune deletes the FlowSchemas labelled ManagedBy that are not in keep.
+func prune(ctx context.Context, c kubernetes.Interface, keep map[string]bool) error {
+	l, err := c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(ManagedBy).String()})
+	if err != nil {
+		return fmt.Errorf("failed to list Trellis quota's flow schemas: %w", err)
+	}
+	for _, fs := range l.Items {
+		if keep[fs.Name] {
+			continue
+		}
+		err := c.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &fs.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete flow schema %s: %w", fs.Name, err)
 		}
 	}
 	return nil

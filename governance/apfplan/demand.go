@@ -1,89 +1,79 @@
 package apfplan
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 
 	"github.com/trellis-dev/trellis/governance/forecast"
 )
 
-// SeatsQuery is each tenant's seats at one instant: those its requests
-// hold and those waiting in its queues, by flow schema.
-const SeatsQuery = `sum by (flow_schema) ({__name__=~"apiserver_flowcontrol_current_executing_seats|apiserver_flowcontrol_current_inqueue_requests", flow_schema=~"` + Prefix + `.+"})`
-
-// History is each tenant namespace's hourly peak of seats.
-type History map[string]forecast.Series
-
-// HistoryFromPrometheus reads the window before now: the hourly peak of
-// SeatsQuery (at one-minute resolution), by tenant.
-func HistoryFromPrometheus(ctx context.Context, url string, window time.Duration, now time.Time) (History, error) {
-	c, err := api.NewClient(api.Config{Address: url})
-	if err != nil {
-		return nil, fmt.Errorf("prometheus %s: %w", url, err)
-	}
-	end := now.UTC().Truncate(time.Hour)
-	start := end.Add(-window)
-	q := fmt.Sprintf("max_over_time((%s)[1h:1m])", SeatsQuery)
-	// A second before each hour's end, the subquery's points are the hour's.
-	v, _, err := promv1.NewAPI(c).QueryRange(ctx, q, promv1.Range{Start: start.Add(time.Hour - time.Second), End: end.Add(-time.Second), Step: time.Hour})
-	if err != nil {
-		return nil, fmt.Errorf("prometheus %s: tenant seats: %w", url, err)
-	}
-	m, ok := v.(model.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s: tenant seats: got %s, want a matrix", url, v.Type())
-	}
-	h := History{}
-	for _, s := range m {
-		ns := strings.TrimPrefix(string(s.Metric["flow_schema"]), Prefix)
-		pts := make([]forecast.Point, 0, len(s.Values))
-		for _, p := range s.Values {
-			pts = append(pts, forecast.Point{Time: p.Timestamp.Time().Add(time.Second - time.Hour), Value: float64(p.Value)})
-		}
-		h[ns] = forecast.Resample(pts, start, end, time.Hour)
-	}
-	return h, nil
+// Rate is one verb class's requests per second: its recent hourly peak and
+// the forecast's bound of its peak over the horizon.
+type Rate struct {
+	Recent   float64 `json:"recentPerSecond"`
+	Forecast float64 `json:"forecastPerSecond"`
 }
 
-// Demands forecasts each tenant's seats: Forecast is the largest step of
-// its forecast schedule over the horizon; a tenant with too little
-// history is planned at its peak plus headroom.
+// Demands forecasts each tenant's seats and its request rate by class:
+// a forecast is the largest step of its forecast schedule over the
+// horizon; a series with too little history is planned at its peak plus
+// headroom.
 func Demands(h History, now time.Time, opts forecast.Options, headroom float64) ([]Demand, error) {
 	var out []Demand
 	for _, ns := range slices.Sorted(maps.Keys(h)) {
-		s := h[ns]
-		d := Demand{Namespace: ns, Recent: recentPeak(s)}
-		m, err := forecast.Fit(s, opts)
-		switch {
-		case err == nil:
-			for _, st := range m.Schedule(now.UTC().Truncate(time.Hour)) {
-				d.Forecast = math.Max(d.Forecast, st.Value)
+		th := h[ns]
+		d := Demand{Namespace: ns}
+		var err error
+		if d.Recent, d.Forecast, err = peaks(th.Seats, now, opts, headroom); err != nil {
+			return nil, fmt.Errorf("tenant %s: seats: %w", ns, err)
+		}
+		for _, c := range Classes {
+			s, ok := th.Requests[c]
+			if !ok {
+				continue
 			}
-		case forecast.IsShortHistory(err):
-			if p := s.Peak(); !math.IsNaN(p) {
-				d.Forecast = p * (1 + headroom)
+			recent, fc, err := peaks(s, now, opts, headroom)
+			if err != nil {
+				return nil, fmt.Errorf("tenant %s: %s requests: %w", ns, c, err)
 			}
-		default:
-			return nil, fmt.Errorf("tenant %s: %w", ns, err)
+			if d.Requests == nil {
+				d.Requests = map[Class]Rate{}
+			}
+			d.Requests[c] = Rate{Recent: round(recent), Forecast: round(fc)}
 		}
 		out = append(out, d)
 	}
 	return out, nil
 }
 
-func recentPeak(s forecast.Series) float64 {
-	p := s.Slice(max(0, len(s.Values)-7*24), len(s.Values)).Peak()
-	if math.IsNaN(p) {
-		return 0
+// peaks is a series' peak over its last week and the largest step of its
+// forecast schedule (its peak plus headroom when its history is short).
+func peaks(s forecast.Series, now time.Time, opts forecast.Options, headroom float64) (recent, fc float64, err error) {
+	if len(s.Values) == 0 {
+		return 0, 0, nil
 	}
-	return p
+	recent = s.Slice(max(0, len(s.Values)-7*24), len(s.Values)).Peak()
+	if math.IsNaN(recent) {
+		recent = 0
+	}
+	m, err := forecast.Fit(s, opts)
+	switch {
+	case err == nil:
+		for _, st := range m.Schedule(now.UTC().Truncate(time.Hour)) {
+			fc = math.Max(fc, st.Value)
+		}
+	case forecast.IsShortHistory(err):
+		if p := s.Peak(); !math.IsNaN(p) {
+			fc = p * (1 + headroom)
+		}
+	default:
+		return 0, 0, err
+	}
+	return recent, fc, nil
 }
+
+// round keeps a rate to a thousandth of a request per second.
+func round(v float64) float64 { return math.Round(v*1000) / 1000 }

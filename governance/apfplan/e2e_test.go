@@ -16,6 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -61,7 +63,11 @@ func (p phase) queuedAt(level string) float64 {
 // tenant's excess waits in its own level's queue (read from the
 // apiserver's apiserver_flowcontrol_current_inqueue_requests) and the
 // steady tenants' creates keep their p99 within the 1 s SLO; the table
-// shows both phases.
+// shows both phases. The proposal's schemas split each tenant's requests
+// by verb class: the apiserver's own
+// apiserver_flowcontrol_dispatched_requests_total counts team-grow's
+// creates under its mutating schema and its lists under its watch schema,
+// and the apply replaces team-grow's single schema from before the split.
 func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--max-requests-inflight=8", "--max-mutating-requests-inflight=4"}})
 	ctx := context.Background()
@@ -95,14 +101,50 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	if len(p.Levels) != 2 || p.Levels[1].Name != apfplan.Prefix+"team-grow" {
 		t.Fatalf("the proposal does not give team-grow a level of its own: %+v", p.Levels)
 	}
+	// team-grow's single schema from a plan before the verb-class split:
+	// the apply replaces it.
+	unsplit := &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: apfplan.Prefix + "team-grow", Labels: apfplan.ManagedBy},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: apfplan.TenantsLevel},
+			MatchingPrecedence:         apfplan.Precedence,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByNamespaceType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects:      []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:serviceaccounts"}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}, Namespaces: []string{"team-grow"}}},
+			}},
+		},
+	}
+	if _, err := cp.Client.FlowcontrolV1().FlowSchemas().Create(ctx, unsplit, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := cp.Client.FlowcontrolV1().FlowSchemas().Get(ctx, unsplit.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("team-grow's unsplit flow schema %s after the apply: %v, want it deleted", unsplit.Name, err)
 	}
 	// The apiserver adopts new flow schemas asynchronously (seconds on a
 	// busy machine): until then team-grow's creates still land in the
 	// shared level, which is not what the phase measures.
 	awaitClassified(t, cp, tenants)
+	before := dispatched(t, cp.Client)
 	with := runPhase(t, cp, tenants, "with the proposal")
+	// A few lists beside the creates: the watch class's.
+	const lists = 5
+	grow := kubernetes.NewForConfigOrDie(tenants["team-grow"])
+	for range lists {
+		if _, err := grow.CoreV1().Pods("team-grow").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := dispatched(t, cp.Client)
+	delta := func(c apfplan.Class) float64 {
+		n := apfplan.SchemaName("team-grow", c)
+		return after[n] - before[n]
+	}
+	t.Logf("team-grow's dispatched requests by class during the phase: mutating %.0f (%d creates succeeded), read %.0f, watch %.0f (%d lists)",
+		delta(apfplan.Mutating), with.grownDone, delta(apfplan.Read), delta(apfplan.Watch), lists)
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\tsteady tenants' creates\tp50\tp99\tmax\tgrown tenant's creates\tp99\tmost queued in trellis-tenants\tmost queued in team-grow's level")
@@ -116,7 +158,18 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	if q := without.queued(apfplan.TenantsLevel, apfplan.TenantsLevel); q < 5 {
 		t.Errorf("addon only: at most %.0f requests queued in the shared level; the grown tenant's load should queue there", q)
 	}
-	if q := with.queued(apfplan.Prefix+"team-grow", apfplan.Prefix+"team-grow"); q < 5 {
+	// The apiserver counted team-grow's creates under its mutating schema
+	// and its lists under its watch schema, none under the others.
+	if d := delta(apfplan.Mutating); d < float64(with.grownDone) || with.grownDone == 0 {
+		t.Errorf("team-grow's %s schema dispatched %.0f requests, want its %d creates", apfplan.Mutating, d, with.grownDone)
+	}
+	if d := delta(apfplan.Watch); d != lists {
+		t.Errorf("team-grow's %s schema dispatched %.0f requests, want its %d lists (and none of its creates)", apfplan.Watch, d, lists)
+	}
+	if d := delta(apfplan.Read); d != 0 {
+		t.Errorf("team-grow's %s schema dispatched %.0f requests, want none (it only created and listed)", apfplan.Read, d)
+	}
+	if q := with.queued(apfplan.Prefix+"team-grow", apfplan.SchemaName("team-grow", apfplan.Mutating)); q < 5 {
 		t.Errorf("with the proposal: at most %.0f requests queued in team-grow's level; its excess should wait there", q)
 	}
 	if q := with.queuedAt(apfplan.TenantsLevel); q > 2 {
@@ -148,7 +201,7 @@ func seatsHistory(now time.Time) apfplan.History {
 			t := s.Time(i)
 			s.Values[i] = f(float64(i)/24, float64(t.Hour()))
 		}
-		h[ns] = s
+		h[ns] = apfplan.TenantHistory{Seats: s}
 	}
 	return h
 }
@@ -256,22 +309,45 @@ func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.C
 // inQueue reads apiserver_flowcontrol_current_inqueue_requests by priority
 // level and flow schema.
 func inQueue(ctx context.Context, c kubernetes.Interface) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := eachSample(ctx, c, "apiserver_flowcontrol_current_inqueue_requests", func(line string, v float64) {
+		out[label(line, "priority_level")+"/"+label(line, "flow_schema")] = v
+	})
+	return out, err
+}
+
+// dispatched reads apiserver_flowcontrol_dispatched_requests_total by flow
+// schema.
+func dispatched(t *testing.T, c kubernetes.Interface) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	err := eachSample(context.Background(), c, "apiserver_flowcontrol_dispatched_requests_total", func(line string, v float64) {
+		out[label(line, "flow_schema")] += v
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eachSample calls fn with every sample of the metric on the apiserver's
+// /metrics.
+func eachSample(ctx context.Context, c kubernetes.Interface, metric string, fn func(line string, v float64)) error {
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_flowcontrol_current_inqueue_requests{") {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
 			continue
 		}
-		out[label(line, "priority_level")+"/"+label(line, "flow_schema")] = v
+		fn(line, v)
 	}
-	return out, nil
+	return nil
 }
 
 func label(line, name string) string {
@@ -283,9 +359,11 @@ func label(line, name string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
-// awaitClassified waits until each tenant's requests are classified by the
-// apiserver into the tenant's own flow schema (the response's
-// X-Kubernetes-PF-FlowSchema-UID), for every tenant that has one.
+// awaitClassified waits until each tenant's requests of every verb class
+// are classified by the apiserver into the tenant's flow schema for the
+// class (the response's X-Kubernetes-PF-FlowSchema-UID), for every tenant
+// that has them: a delete and a get of a pod that does not exist, and a
+// list.
 func awaitClassified(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config) {
 	t.Helper()
 	ctx := context.Background()
@@ -295,34 +373,43 @@ func awaitClassified(t *testing.T, cp *cluster.ControlPlane, tenants map[string]
 	}
 	uids := map[string]string{}
 	for _, fs := range schemas.Items {
-		if ns, ok := strings.CutPrefix(fs.Name, apfplan.Prefix); ok {
-			uids[ns] = string(fs.UID)
+		if _, c, ok := apfplan.ParseSchema(fs.Name); ok && c != "" {
+			uids[fs.Name] = string(fs.UID)
 		}
+	}
+	probes := map[apfplan.Class]struct{ method, path string }{
+		apfplan.Mutating: {http.MethodDelete, "/pods/trellis-probe-absent"},
+		apfplan.Read:     {http.MethodGet, "/pods/trellis-probe-absent"},
+		apfplan.Watch:    {http.MethodGet, "/pods?limit=1"},
 	}
 	deadline := time.Now().Add(time.Minute)
 	for ns, cfg := range tenants {
-		want, ok := uids[ns]
-		if !ok {
-			continue
-		}
 		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for got := ""; got != want; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's requests are classified into flow schema %q, want %s%s's %q", ns, got, apfplan.Prefix, ns, want)
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/api/v1/namespaces/"+ns+"/pods?limit=1", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
+		for _, c := range apfplan.Classes {
+			name := apfplan.SchemaName(ns, c)
+			want, ok := uids[name]
+			if !ok {
 				continue
 			}
-			resp.Body.Close()
-			got = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+			probe := probes[c]
+			for got := ""; got != want; time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s's %s %s requests are classified into flow schema %q, want %s's %q", ns, c, probe.method, got, name, want)
+				}
+				req, err := http.NewRequestWithContext(ctx, probe.method, cfg.Host+"/api/v1/namespaces/"+ns+probe.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					continue
+				}
+				resp.Body.Close()
+				got = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+			}
 		}
 	}
 }

@@ -3,11 +3,15 @@
 // forecast peak of the busiest tenants fits without queueing the others.
 //
 // The apiserver's metrics carry a flow schema, never a namespace, so every
-// tenant namespace gets a FlowSchema of its own (`trellis-tenant-<ns>`): in
-// the shared trellis-tenants priority level, with fair queuing by namespace
-// as before, unless its forecast needs a level of its own. Its seats
+// tenant namespace gets FlowSchemas of its own, one per verb class
+// (`trellis-tenant-<ns>-mutating`, `-read`, `-watch`): in the shared
+// trellis-tenants priority level, with fair queuing by namespace as before,
+// unless its forecast needs a level of its own. Its seats
 // (apiserver_flowcontrol_current_executing_seats, plus its requests in
-// queue) are then its history, and the next plan's input.
+// queue, summed over its schemas) are then its history and the next plan's
+// input; its requests per class
+// (apiserver_flowcontrol_dispatched_requests_total) are forecast beside
+// them.
 package apfplan
 
 import (
@@ -47,11 +51,15 @@ func (c Capacity) Seats(level string) float64 {
 }
 
 // Demand is one tenant's seats: its recent peak and the forecast's upper
-// bound of its peak over the horizon.
+// bound of its peak over the horizon; and the same of its request rates by
+// verb class.
 type Demand struct {
 	Namespace string  `json:"namespace"`
 	Recent    float64 `json:"recentSeats"`
 	Forecast  float64 `json:"forecastSeats"`
+	// Requests are its requests per second by class, where its schemas
+	// have history.
+	Requests map[Class]Rate `json:"requests,omitempty"`
 }
 
 // Options tune a proposal; zero fields take the defaults.
@@ -72,7 +80,7 @@ type Level struct {
 	Shares int32   `json:"shares"`
 	Seats  float64 `json:"seats"`
 	Need   float64 `json:"needSeats"`
-	// Tenants are the namespaces whose FlowSchema points at it.
+	// Tenants are the namespaces whose FlowSchemas point at it.
 	Tenants []string `json:"tenants"`
 }
 
@@ -160,11 +168,21 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 	return p
 }
 
-// String is the proposal in one line per level, for the CLI.
+// String is the proposal in one line per level, then one per tenant (its
+// seats and request rates, recent peak -> forecast), for the CLI.
 func (p Proposal) String() string {
 	var s string
 	for _, l := range p.Levels {
 		s += fmt.Sprintf("%s: %d shares, %.0f seats for a need of %.1f (%d tenants)\n", l.Name, l.Shares, l.Seats, l.Need, len(l.Tenants))
+	}
+	for _, d := range p.Demands {
+		s += fmt.Sprintf("  %s: seats %.1f -> %.1f", d.Namespace, d.Recent, d.Forecast)
+		for _, c := range Classes {
+			if r, ok := d.Requests[c]; ok {
+				s += fmt.Sprintf(", %s %.1f -> %.1f/s", c, r.Recent, r.Forecast)
+			}
+		}
+		s += "\n"
 	}
 	if !p.Fits {
 		s += fmt.Sprintf("the forecast does not fit the server's %d seats: raise --max-requests-inflight or add apiservers\n", p.Capacity.ServerSeats)

@@ -2,6 +2,7 @@ package apfplan
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
@@ -22,8 +23,12 @@ func TestProposeDedicatesTheTenantThatOutgrowsTheSharedLevel(t *testing.T) {
 		t.Fatalf("shared level %v seats today, want 66", got)
 	}
 	p := Propose(c, []Demand{
-		{Namespace: "team-grow", Recent: 25, Forecast: 48}, // > 66/2: its own level
-		{Namespace: "team-a", Recent: 6, Forecast: 8},
+		{Namespace: "team-grow", Recent: 25, Forecast: 48, Requests: map[Class]Rate{ // > 66/2: its own level
+			Mutating: {Recent: 120, Forecast: 210.5}, Read: {Recent: 30, Forecast: 41}, Watch: {Recent: 2, Forecast: 2.4},
+		}},
+		{Namespace: "team-a", Recent: 6, Forecast: 8, Requests: map[Class]Rate{
+			Mutating: {Recent: 4, Forecast: 5.1}, Read: {Recent: 12, Forecast: 14}, Watch: {Recent: 0.3, Forecast: 0.4},
+		}},
 		{Namespace: "team-b", Recent: 3, Forecast: 4},
 	}, Options{})
 	if !p.Fits || len(p.Levels) != 2 {
@@ -45,8 +50,21 @@ func TestProposeDedicatesTheTenantThatOutgrowsTheSharedLevel(t *testing.T) {
 		t.Errorf("team-grow needs %v seats, want its forecast plus 20%%", grow.Need)
 	}
 	levels, schemas := p.Objects()
+	if len(schemas) != 3*len(Classes) {
+		t.Errorf("%d flow schemas for 3 tenants, want one per tenant and class", len(schemas))
+	}
+	for _, fs := range schemas {
+		ns, c, _ := ParseSchema(fs.Name)
+		want := TenantsLevel
+		if ns == "team-grow" {
+			want = grow.Name
+		}
+		if r := fs.Spec.Rules[0].ResourceRules[0]; fs.Spec.PriorityLevelConfiguration.Name != want || !slices.Equal(r.Verbs, c.Verbs()) || !slices.Equal(r.Namespaces, []string{ns}) {
+			t.Errorf("%s: level %s, rule %+v; want level %s, the %s verbs in %s", fs.Name, fs.Spec.PriorityLevelConfiguration.Name, r, want, c, ns)
+		}
+	}
 	golden.AssertObjects(t, "testdata/proposal.yaml", append(levels, anys(schemas)...))
-	t.Log("\n" + p.String())
+	golden.Assert(t, "testdata/proposal.txt", []byte(p.String()))
 }
 
 func TestProposeReportsWhatDoesNotFit(t *testing.T) {

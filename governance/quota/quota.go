@@ -178,7 +178,8 @@ type Plan struct {
 	// rule because their history was too short to forecast.
 	Fallbacks map[string][]corev1.ResourceName `json:"fallbacks,omitempty"`
 	// API is the proposed API capacity (priority levels and a FlowSchema
-	// per tenant), from the tenants' forecast seats.
+	// per tenant and verb class), from the tenants' forecast seats, with
+	// their request rates by verb class and the forecast of those.
 	API *apfplan.Proposal `json:"api,omitempty"`
 }
 

@@ -1,0 +1,73 @@
+package apfplan
+
+import "strings"
+
+// Class is a verb class: each tenant has a FlowSchema per class, so that
+// the apiserver's metrics, which name a flow schema but never a namespace,
+// give each tenant's requests by class.
+type Class string
+
+// The verb classes.
+const (
+	Mutating Class = "mutating"
+	Read     Class = "read"
+	Watch    Class = "watch"
+)
+
+// Classes are every class, in the order of a tenant's FlowSchemas.
+var Classes = []Class{Mutating, Read, Watch}
+
+var classVerbs = map[Class][]string{
+	Mutating: {"create", "update", "patch", "delete", "deletecollection"},
+	Read:     {"get"},
+	Watch:    {"list", "watch"},
+}
+
+// Verbs are the request verbs of the class (RequestInfo's verbs, as APF
+// matches them).
+func (c Class) Verbs() []string { return append([]string(nil), classVerbs[c]...) }
+
+// SchemaName is the name of a tenant's FlowSchema for the class:
+// trellis-tenant-<ns>-<class>.
+func SchemaName(namespace string, c Class) string {
+	return Prefix + namespace + "-" + string(c)
+}
+
+// ParseSchema is the tenant and class of a Trellis tenant FlowSchema name.
+// A name with a prefix but no class suffix is a schema from before the
+// split (one per tenant, all verbs): its class is "". Namespaces may hold
+// '-', so the class is the known suffix; an unsplit schema of a namespace
+// whose name ends in one (team-read) reads as that suffix's class of the
+// shorter name.
+func ParseSchema(name string) (namespace string, c Class, ok bool) {
+	rest, ok := strings.CutPrefix(name, Prefix)
+	if !ok || rest == "" {
+		return "", "", false
+	}
+	for _, c := range Classes {
+		if ns, found := strings.CutSuffix(rest, "-"+string(c)); found && ns != "" {
+			return ns, c, true
+		}
+	}
+	return rest, "", true
+}
+
+// tenantRegexp captures the tenant of a tenant FlowSchema name, split or
+// not, in PromQL's label_replace (RE2, anchored): the shortest namespace
+// that leaves an optional class suffix, as ParseSchema reads it.
+func tenantRegexp() string {
+	alts := make([]string, len(Classes))
+	for i, c := range Classes {
+		alts[i] = string(c)
+	}
+	return Prefix + "(.+?)(?:-(?:" + strings.Join(alts, "|") + "))?"
+}
+
+// classRegexp matches the split schemas' names in PromQL.
+func classRegexp() string {
+	alts := make([]string, len(Classes))
+	for i, c := range Classes {
+		alts[i] = string(c)
+	}
+	return Prefix + ".+-(?:" + strings.Join(alts, "|") + ")"
+}

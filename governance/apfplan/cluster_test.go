@@ -1,0 +1,43 @@
+package apfplan
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestApplyReplacesATenantsUnsplitSchema(t *testing.T) {
+	schema := func(name string, labels map[string]string) *flowcontrolv1.FlowSchema {
+		return &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	c := fake.NewClientset(
+		// The schemas of the plan before the split, and of a namespace no
+		// longer planned: Trellis quota's, gone after the apply.
+		schema("trellis-tenant-team-a", ManagedBy),
+		schema("trellis-tenant-team-gone", ManagedBy),
+		// Not Trellis quota's, whatever the name: kept.
+		schema("trellis-tenant-team-b", nil),
+		schema("trellis-tenants", map[string]string{"app.kubernetes.io/managed-by": "trellis-addons"}),
+	)
+	p := Propose(defaults(), []Demand{{Namespace: "team-a", Forecast: 2}}, Options{})
+	if err := Apply(context.Background(), c, p); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.FlowcontrolV1().FlowSchemas().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, fs := range l.Items {
+		got = append(got, fs.Name)
+	}
+	slices.Sort(got)
+	want := []string{"trellis-tenant-team-a-mutating", "trellis-tenant-team-a-read", "trellis-tenant-team-a-watch", "trellis-tenant-team-b", "trellis-tenants"}
+	if !slices.Equal(got, want) {
+		t.Errorf("flow schemas after the apply %v, want %v", got, want)
+	}
+}

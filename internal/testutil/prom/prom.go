@@ -1,0 +1,87 @@
+package prom
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Backfill writes the OpenMetrics text (ending in "# EOF") into a new TSDB
+// with promtool and returns its directory. It fails the test when
+// promtool is not installed (apt-get install prometheus).
+func Backfill(t testing.TB, openMetrics string) string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool is not installed (apt-get install prometheus): %v", err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "history.om")
+	if err := os.WriteFile(in, []byte(openMetrics), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	began := time.Now()
+	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", in, data).CombinedOutput(); err != nil {
+		t.Fatalf("promtool: %v\n%s", err, out)
+	}
+	t.Logf("backfilled %d bytes of OpenMetrics in %s", len(openMetrics), time.Since(began).Round(time.Millisecond))
+	return data
+}
+
+// Start runs prometheus on the TSDB in data (kept 400 days, scraping
+// nothing) until the test ends, and returns its URL once it is ready.
+func Start(t testing.TB, data string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus is not installed (apt-get install prometheus): %v", err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=400d", "--web.listen-address="+addr)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("failed to start prometheus: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+			err = fmt.Errorf("%s", resp.Status)
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			t.Fatalf("prometheus not ready: %v\n%s", err, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
