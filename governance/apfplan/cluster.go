@@ -74,7 +74,9 @@ func labelValue(line, name string) string {
 // longer holds: a tenant's single schema from before the verb-class split,
 // or the schemas of a namespace no longer planned. They go after the new
 // ones exist, so that a tenant's requests never fall through to a
-// schema of lower precedence in between.
+// schema of lower precedence in between. Last go the priority levels so
+// labelled that the proposal no longer holds (a tenant back in the shared
+// level), unless some FlowSchema still points at one.
 func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 	levels, schemas := p.Objects()
 	opts := metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)}
@@ -93,6 +95,10 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 			return fmt.Errorf("failed to apply priority level %s: %w", meta.Metadata.Name, err)
 		}
 	}
+	keepLevels := map[string]bool{}
+	for _, l := range p.Levels {
+		keepLevels[l.Name] = true
+	}
 	keep := map[string]bool{}
 	for _, fs := range schemas {
 		b, err := json.Marshal(fs)
@@ -104,7 +110,10 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 		}
 		keep[fs.Name] = true
 	}
-	return prune(ctx, c, keep)
+	if err := prune(ctx, c, keep); err != nil {
+		return err
+	}
+	return pruneLevels(ctx, c, keepLevels)
 }
 
 // prune deletes the FlowSchemas labelled ManagedBy that are not in keep.
@@ -120,6 +129,32 @@ func prune(ctx context.Context, c kubernetes.Interface, keep map[string]bool) er
 		err := c.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &fs.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("failed to delete flow schema %s: %w", fs.Name, err)
+		}
+	}
+	return nil
+}
+
+// pruneLevels deletes the priority levels labelled ManagedBy that are not
+// in keep and that no FlowSchema points at.
+func pruneLevels(ctx context.Context, c kubernetes.Interface, keep map[string]bool) error {
+	schemas, err := c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("failed to list flow schemas: %w", err)
+	}
+	for _, fs := range schemas.Items {
+		keep[fs.Spec.PriorityLevelConfiguration.Name] = true
+	}
+	l, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(ManagedBy).String()})
+	if err != nil {
+		return fmt.Errorf("failed to list Trellis quota's priority levels: %w", err)
+	}
+	for _, pl := range l.Items {
+		if keep[pl.Name] {
+			continue
+		}
+		err := c.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, pl.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pl.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete priority level %s: %w", pl.Name, err)
 		}
 	}
 	return nil

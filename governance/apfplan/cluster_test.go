@@ -41,3 +41,37 @@ func TestApplyReplacesATenantsUnsplitSchema(t *testing.T) {
 		t.Errorf("flow schemas after the apply %v, want %v", got, want)
 	}
 }
+
+// A tenant back in the shared level: its dedicated level goes, unless a
+// FlowSchema that is not Trellis quota's still points at one.
+func TestApplyDeletesLevelsNoLongerProposed(t *testing.T) {
+	level := func(name string, labels map[string]string) *flowcontrolv1.PriorityLevelConfiguration {
+		return &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	c := fake.NewClientset(
+		level("trellis-tenant-team-a", ManagedBy),
+		level("trellis-tenant-team-b", ManagedBy),
+		level("trellis-tenant-team-c", nil),
+		&flowcontrolv1.FlowSchema{
+			ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"},
+			Spec:       flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "trellis-tenant-team-b"}},
+		},
+	)
+	p := Propose(defaults(), []Demand{{Namespace: "team-a", Forecast: 2}}, Options{})
+	if err := Apply(context.Background(), c, p); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pl := range l.Items {
+		got = append(got, pl.Name)
+	}
+	slices.Sort(got)
+	want := []string{"trellis-tenant-team-b", "trellis-tenant-team-c", "trellis-tenants"}
+	if !slices.Equal(got, want) {
+		t.Errorf("priority levels after the apply %v, want %v", got, want)
+	}
+}
