@@ -239,6 +239,24 @@ func (s *sim) Instances(_ context.Context, group string) ([]rollout.Instance, in
 	return out, g.desired, nil
 }
 
+// InstanceImages is one DescribeInstances page per 1,000 instances: version
+// 2 runs the new image.
+func (s *sim) InstanceImages(_ context.Context, ids []string) (map[string]string, error) {
+	s.calls.Add(int64((len(ids) + 999) / 1000))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		if in, ok := s.inst[id]; ok {
+			out[id] = "ami-old"
+			if in.version == "2" {
+				out[id] = "ami-new"
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *sim) SetImage(_ context.Context, group, _ string) (rollout.ImageChange, error) {
 	s.calls.Add(2)
 	s.mu.Lock()
