@@ -92,7 +92,7 @@ func TestIntegrationHistoryFromPrometheus(t *testing.T) {
 	now := time.Now().UTC()
 	end := now.Truncate(time.Hour)
 	start := end.Add(-48 * time.Hour)
-	url := prom.Start(t, prom.Backfill(t, apfHistory(start, end)))
+	url := prom.Start(t, prom.Backfill(t, apfHistory(start, end)), "")
 
 	h, err := apfplan.HistoryFromPrometheus(context.Background(), url, 48*time.Hour, now)
 	if err != nil {

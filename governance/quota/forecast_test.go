@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,9 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/trellis-dev/trellis/governance/forecast"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+	"github.com/trellis-dev/trellis/internal/testutil/prom"
 )
 
 const (
@@ -45,17 +43,7 @@ func growCPU(t time.Time, start time.Time) float64 {
 // minutes; team-new's pod exists for its last 5 days only, at 1 core.
 func backfill(t *testing.T, now time.Time) (data string, start time.Time) {
 	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatalf("promtool is not installed (apt-get install prometheus): %v", err)
-	}
-	dir := t.TempDir()
-	in := filepath.Join(dir, "history.om")
-	f, err := os.Create(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
+	w := &strings.Builder{}
 	end := now.Truncate(5 * time.Minute)
 	start = end.Add(-histDays * day)
 	newFrom := end.Add(-5 * day)
@@ -83,17 +71,7 @@ func backfill(t *testing.T, now time.Time) (data string, start time.Time) {
 		fmt.Fprintf(w, "kube_pod_status_phase{namespace=\"team-new\",pod=\"q\",phase=\"Running\"} 1 %d\n", sec)
 	})
 	fmt.Fprintln(w, "# EOF")
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	data = filepath.Join(dir, "data")
-	began := time.Now()
-	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", in, data).CombinedOutput(); err != nil {
-		t.Fatalf("promtool: %v\n%s", err, out)
-	}
-	t.Logf("backfilled %d days (5-minute samples) in %s", histDays, time.Since(began).Round(time.Millisecond))
-	return data, start
+	return prom.Backfill(t, w.String()), start
 }
 
 // TestIntegrationForecastPlanFromPrometheus: three weeks of history in a
@@ -105,7 +83,7 @@ func backfill(t *testing.T, now time.Time) (data string, start time.Time) {
 func TestIntegrationForecastPlanFromPrometheus(t *testing.T) {
 	now := time.Now().UTC()
 	data, start := backfill(t, now)
-	url := startPrometheusOn(t, data, "")
+	url := prom.Start(t, data, "")
 	ctx := context.Background()
 
 	h, err := HistoryFromPrometheus(ctx, url, 56*day, now)

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/trellis-dev/trellis/internal/testutil/prom"
 )
 
 // fakeKubeStateMetrics serves the kube-state-metrics series the quota
@@ -78,61 +78,7 @@ func freePort(t *testing.T) int {
 // startPrometheus runs Debian's prometheus scraping target every second.
 func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
-	return startPrometheusOn(t, filepath.Join(t.TempDir(), "data"), target)
-}
-
-// startPrometheusOn runs Debian's prometheus on the TSDB in data (kept
-// 400 days), scraping target every second when it is not empty.
-func startPrometheusOn(t *testing.T, data, target string) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus is not installed (apt-get install prometheus): %v", err)
-	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-	if target != "" {
-		conf += fmt.Sprintf(`scrape_configs:
-- job_name: kube-state-metrics
-  honor_labels: true
-  static_configs: [{targets: [%q]}]
-`, target)
-	}
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=400d", "--web.listen-address="+addr)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-	})
-	url := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			t.Fatalf("prometheus not ready: %v\n%s", err, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return prom.Start(t, filepath.Join(t.TempDir(), "data"), target)
 }
 
 // TestIntegrationPlanFromPrometheus plans from the peak a real Prometheus

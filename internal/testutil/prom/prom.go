@@ -34,9 +34,10 @@ func Backfill(t testing.TB, openMetrics string) string {
 	return data
 }
 
-// Start runs prometheus on the TSDB in data (kept 400 days, scraping
-// nothing) until the test ends, and returns its URL once it is ready.
-func Start(t testing.TB, data string) string {
+// Start runs prometheus on the TSDB in data (kept 400 days) until the test
+// ends, scraping target (host:port) every second when it is not empty, and
+// returns its URL once it is ready.
+func Start(t testing.TB, data, target string) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -44,7 +45,11 @@ func Start(t testing.TB, data string) string {
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"), 0o644); err != nil {
+	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+	if target != "" {
+		conf += fmt.Sprintf("scrape_configs:\n- job_name: target\n  honor_labels: true\n  static_configs: [{targets: [%q]}]\n", target)
+	}
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
