@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -226,17 +227,25 @@ func (c *AWSCloud) terminate(ctx context.Context, id string, decrement bool) err
 }
 
 // InstanceImages returns the image each instance runs (DescribeInstances).
+// The ids go in as an instance-id filter, at most 200 a call (EC2's limit
+// on a filter's values): with InstanceIds, one id EC2 does not know (an
+// instance the group lists before EC2 shows it, or one long gone) fails
+// the whole call. An instance EC2 does not return is absent from the map.
 func (c *AWSCloud) InstanceImages(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}
-	p := ec2.NewDescribeInstancesPaginator(c.AWS.EC2(), &ec2.DescribeInstancesInput{InstanceIds: ids})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("failed to describe instances %v: %w", ids, err)
-		}
-		for _, r := range page.Reservations {
-			for _, in := range r.Instances {
-				out[aws.ToString(in.InstanceId)] = aws.ToString(in.ImageId)
+	for chunk := range slices.Chunk(ids, 200) {
+		p := ec2.NewDescribeInstancesPaginator(c.AWS.EC2(), &ec2.DescribeInstancesInput{
+			Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("failed to describe instances %v: %w", chunk, err)
+			}
+			for _, r := range page.Reservations {
+				for _, in := range r.Instances {
+					out[aws.ToString(in.InstanceId)] = aws.ToString(in.ImageId)
+				}
 			}
 		}
 	}

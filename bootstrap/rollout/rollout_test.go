@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -555,6 +556,22 @@ func (e *env) oldInstances() map[string]bool {
 func TestIntegrationRollout(t *testing.T) {
 	e := newEnv(t)
 	old := e.oldInstances()
+	// The images of the instances, one of them unknown to EC2 (a group can
+	// list an instance before EC2 shows it): the others still answer.
+	const unknown = "i-0123456789abcdef0"
+	ids := append(slices.Collect(maps.Keys(old)), unknown)
+	images, err := e.aws.InstanceImages(context.Background(), ids)
+	if err != nil {
+		t.Fatalf("images of %d instances and an unknown one: %v", len(old), err)
+	}
+	for id := range old {
+		if images[id] != oldImage {
+			t.Errorf("instance %s runs %q, want %s", id, images[id], oldImage)
+		}
+	}
+	if img, ok := images[unknown]; ok {
+		t.Errorf("unknown instance %s runs %q, want it absent", unknown, img)
+	}
 	var steps int
 	var maxSurged int
 	r, ctx := e.roller("run-1", func(s rollout.State) {
