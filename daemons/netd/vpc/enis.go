@@ -106,22 +106,23 @@ func (p *Pool) describeHost(ctx context.Context) (host, error) {
 }
 
 // attached lists the pool's ENIs attached to the instance, by device
-// index, and the device indexes other ENIs hold.
-func (p *Pool) attached(ctx context.Context) ([]*ENI, []int, error) {
+// index, and the device indexes other ENIs hold. An ENI of the pool's whose
+// detach has begun (a shrink cut off after its detach) is not the pool's
+// any more: its index is held until EC2 finishes, and leaving says so,
+// so that a later sync deletes it once it is unattached.
+func (p *Pool) attached(ctx context.Context) (enis []*ENI, others []int, leaving int, err error) {
 	out, err := call(ctx, p.ec2, "DescribeNetworkInterfaces", func(ctx context.Context) (*ec2.DescribeNetworkInterfacesOutput, error) {
 		return p.cfg.EC2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{
 			Filters: []ec2types.Filter{{Name: aws.String("attachment.instance-id"), Values: []string{p.cfg.InstanceID}}},
 		})
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	var enis []*ENI
-	var others []int
 	for _, ni := range out.NetworkInterfaces {
 		e, err := fromEC2(ni)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		// The primary ENI, and the ENIs netd made: another ENI on the
 		// instance (EFA, a trunk, another tool's) is not the pool's.
@@ -129,10 +130,20 @@ func (p *Pool) attached(ctx context.Context) ([]*ENI, []int, error) {
 			others = append(others, e.Device)
 			continue
 		}
+		if e.Device != 0 && detaching(ni.Attachment) {
+			others = append(others, e.Device)
+			leaving++
+			continue
+		}
 		enis = append(enis, e)
 	}
 	slices.SortFunc(enis, func(a, b *ENI) int { return a.Device - b.Device })
-	return enis, others, nil
+	return enis, others, leaving, nil
+}
+
+// detaching reports whether an attachment is on its way out.
+func detaching(a *ec2types.NetworkInterfaceAttachment) bool {
+	return a != nil && (a.Status == ec2types.AttachmentStatusDetaching || a.Status == ec2types.AttachmentStatusDetached)
 }
 
 func fromEC2(ni ec2types.NetworkInterface) (*ENI, error) {

@@ -118,9 +118,11 @@ func Open(ctx context.Context, cfg Config) (*Pool, error) {
 	if p.cfg.ReleaseAbove == 0 {
 		p.cfg.ReleaseAbove = p.cfg.WarmAddresses
 	}
-	if p.enis, p.others, err = p.attached(ctx); err != nil {
+	var leaving int
+	if p.enis, p.others, leaving, err = p.attached(ctx); err != nil {
 		return nil, err
 	}
+	p.stale = leaving > 0
 	p.reconciled = p.clock.Now()
 	p.wire(ctx)
 	recorded, err := loadCheckpoint(cfg.StateFile, cfg.InstanceID)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trellis-dev/trellis/daemons/netd/vpc"
@@ -362,5 +364,92 @@ func TestIntegrationPoolInterruptedENIChange(t *testing.T) {
 	interrupted("DetachNetworkInterface")
 	if s := p.Stats(); s.ENIs != 2 || s.Free != 10 {
 		t.Fatalf("after the retried shrink: %+v, want 2 ENIs with 10 free", s)
+	}
+}
+
+// detachingEC2 answers, for one ENI, an attachment EC2 is still
+// detaching, as AWS does for a while after a DetachNetworkInterface (the
+// emulator detaches at once).
+type detachingEC2 struct {
+	vpc.EC2
+	eni string
+}
+
+func (d *detachingEC2) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, opts ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
+	out, err := d.EC2.DescribeNetworkInterfaces(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.NetworkInterfaces {
+		if ni := &out.NetworkInterfaces[i]; aws.ToString(ni.NetworkInterfaceId) == d.eni && ni.Attachment != nil {
+			ni.Attachment.Status = ec2types.AttachmentStatusDetaching
+		}
+	}
+	return out, nil
+}
+
+// A netd that starts while one of its ENIs is still detaching (the shrink
+// that detached it was cut off) gives no pod an address on it, keeps its
+// device index, and deletes it once EC2 has finished the detach.
+func TestIntegrationPoolENIStillDetaching(t *testing.T) {
+	e := newEnv(t, "t3.medium")
+	bg := context.Background()
+	p := e.open(e.config())
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // the primary ENI is full: the next sync adds one
+		if _, err := p.Assign(bg, vpc.Key{Container: fmt.Sprintf("c%d", i), Iface: "eth0", Pod: fmt.Sprintf("ns/pod-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	var second vpc.ENI
+	for _, en := range p.ENIs() {
+		if en.Device == 1 {
+			second = en
+		}
+	}
+	if second.ID == "" {
+		t.Fatalf("no second ENI after the sync: %+v", p.ENIs())
+	}
+	cfg := e.config()
+	cfg.EC2 = &detachingEC2{EC2: e.ec2, eni: second.ID}
+	p = e.open(cfg)
+	for _, en := range p.ENIs() {
+		if en.ID == second.ID {
+			t.Fatalf("the restarted pool took ENI %s, which is detaching", second.ID)
+		}
+	}
+	// The sync grows the pool past the detaching ENI: a new one, at
+	// another device index, and the pods' addresses on it.
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		a, err := p.Assign(bg, vpc.Key{Container: fmt.Sprintf("d%d", i), Iface: "eth0", Pod: fmt.Sprintf("ns/new-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ENI == second.ID || slices.Contains(second.Addresses, a.IP) {
+			t.Fatalf("pod %d got %s on ENI %s, which is detaching", i, a.IP, a.ENI)
+		}
+	}
+	for _, en := range p.ENIs() {
+		if en.ID == second.ID || en.Device == 1 {
+			t.Errorf("the pool holds ENI %s at device %d while %s, detaching, holds device 1", en.ID, en.Device, second.ID)
+		}
+	}
+	// EC2 finishes the detach: the next sync deletes the ENI.
+	if _, err := e.direct.DetachNetworkInterface(bg, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(second.Attachment)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.cloud().available; len(got) != 0 {
+		t.Errorf("after the detach finished, EC2 still has the node's unattached ENIs %v", got)
 	}
 }

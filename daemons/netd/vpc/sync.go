@@ -199,7 +199,7 @@ func (p *Pool) reconcile(ctx context.Context) error {
 			p.log.Info("deleted ENIs an interrupted change left unattached", "count", n)
 		}
 	}
-	enis, others, err := p.attached(ctx)
+	enis, others, leaving, err := p.attached(ctx)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,9 @@ func (p *Pool) reconcile(ctx context.Context) error {
 	for _, e := range enis {
 		e.unwired = e.Device > 0 && !ready[e.ID]
 	}
-	p.enis, p.others, p.stale, p.reconciled = enis, others, false, p.clock.Now()
+	// An ENI still detaching is deleted by a later sync, once EC2 has
+	// finished: until then every sync reads the node back.
+	p.enis, p.others, p.stale, p.reconciled = enis, others, leaving > 0, p.clock.Now()
 	p.metrics.set(p.statsLocked())
 	return nil
 }
