@@ -1,6 +1,9 @@
 package apfplan
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Class is a verb class: each tenant has a FlowSchema per class, so that
 // the apiserver's metrics, which name a flow schema but never a namespace,
@@ -28,46 +31,46 @@ var classVerbs = map[Class][]string{
 func (c Class) Verbs() []string { return append([]string(nil), classVerbs[c]...) }
 
 // SchemaName is the name of a tenant's FlowSchema for the class:
-// trellis-tenant-<ns>-<class>.
+// trellis-tenant-<ns>.<class>. A namespace holds no '.', so the name reads
+// back one way only, and never as a schema from before the split
+// (trellis-tenant-<ns>, all verbs), whatever the namespace's name.
 func SchemaName(namespace string, c Class) string {
-	return Prefix + namespace + "-" + string(c)
+	return Prefix + namespace + "." + string(c)
 }
 
 // ParseSchema is the tenant and class of a Trellis tenant FlowSchema name.
-// A name with a prefix but no class suffix is a schema from before the
-// split (one per tenant, all verbs): its class is "". Namespaces may hold
-// '-', so the class is the known suffix; an unsplit schema of a namespace
-// whose name ends in one (team-read) reads as that suffix's class of the
-// shorter name.
+// A name with the prefix and no class is a schema from before the split
+// (one per tenant, all verbs): its class is "".
 func ParseSchema(name string) (namespace string, c Class, ok bool) {
 	rest, ok := strings.CutPrefix(name, Prefix)
 	if !ok || rest == "" {
 		return "", "", false
 	}
-	for _, c := range Classes {
-		if ns, found := strings.CutSuffix(rest, "-"+string(c)); found && ns != "" {
-			return ns, c, true
-		}
+	ns, class, split := strings.Cut(rest, ".")
+	if !split {
+		return rest, "", true
 	}
-	return rest, "", true
+	if ns == "" || !slices.Contains(Classes, Class(class)) {
+		return "", "", false
+	}
+	return ns, Class(class), true
 }
 
 // tenantRegexp captures the tenant of a tenant FlowSchema name, split or
-// not, in PromQL's label_replace (RE2, anchored): the shortest namespace
-// that leaves an optional class suffix, as ParseSchema reads it.
+// not, in PromQL's label_replace (RE2, anchored), as ParseSchema reads it.
 func tenantRegexp() string {
-	alts := make([]string, len(Classes))
-	for i, c := range Classes {
-		alts[i] = string(c)
-	}
-	return Prefix + "(.+?)(?:-(?:" + strings.Join(alts, "|") + "))?"
+	return Prefix + "([^.]+)(?:[.](?:" + classAlternatives() + "))?"
 }
 
 // classRegexp matches the split schemas' names in PromQL.
 func classRegexp() string {
+	return Prefix + "[^.]+[.](?:" + classAlternatives() + ")"
+}
+
+func classAlternatives() string {
 	alts := make([]string, len(Classes))
 	for i, c := range Classes {
 		alts[i] = string(c)
 	}
-	return Prefix + ".+-(?:" + strings.Join(alts, "|") + ")"
+	return strings.Join(alts, "|")
 }

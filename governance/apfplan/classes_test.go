@@ -13,16 +13,18 @@ func TestParseSchema(t *testing.T) {
 		class Class
 		ok    bool
 	}{
-		{"trellis-tenant-team-a-mutating", "team-a", Mutating, true},
-		{"trellis-tenant-team-a-read", "team-a", Read, true},
-		{"trellis-tenant-team-a-watch", "team-a", Watch, true},
-		// A namespace ending in a class name keeps it: one suffix is the class.
-		{"trellis-tenant-team-read-watch", "team-read", Watch, true},
-		{"trellis-tenant-a-watch-mutating", "a-watch", Mutating, true},
+		{"trellis-tenant-team-a.mutating", "team-a", Mutating, true},
+		{"trellis-tenant-team-a.read", "team-a", Read, true},
+		{"trellis-tenant-team-a.watch", "team-a", Watch, true},
+		// A namespace ending in a class name keeps it: '.' sets the class off.
+		{"trellis-tenant-team-read.watch", "team-read", Watch, true},
+		{"trellis-tenant-a-watch.mutating", "a-watch", Mutating, true},
 		// The single schema from before the split.
 		{"trellis-tenant-team-a", "team-a", "", true},
 		{"trellis-tenant-read", "read", "", true},
 		{"trellis-tenant-team-a-reads", "team-a-reads", "", true},
+		{"trellis-tenant-team-read", "team-read", "", true},
+		{"trellis-tenant-team-a.other", "", "", false},
 		{"trellis-tenants", "", "", false},
 		{"trellis-tenant-", "", "", false},
 		{"global-default", "", "", false},
@@ -45,9 +47,10 @@ func TestPromQLRegexpsAgreeWithParseSchema(t *testing.T) {
 	tenant := regexp.MustCompile("^(?s:" + tenantRegexp() + ")$")
 	class := regexp.MustCompile("^(?s:" + classRegexp() + ")$")
 	for _, name := range []string{
-		"trellis-tenant-team-a-mutating", "trellis-tenant-team-a-read", "trellis-tenant-team-a-watch",
-		"trellis-tenant-team-read-watch", "trellis-tenant-a-watch-mutating", "trellis-tenant-team-a",
-		"trellis-tenant-read", "trellis-tenant-team-a-reads", "trellis-tenants", "global-default",
+		"trellis-tenant-team-a.mutating", "trellis-tenant-team-a.read", "trellis-tenant-team-a.watch",
+		"trellis-tenant-team-read.watch", "trellis-tenant-a-watch.mutating", "trellis-tenant-team-a",
+		"trellis-tenant-read", "trellis-tenant-team-a-reads", "trellis-tenant-team-read", "trellis-tenant-team-a.other",
+		"trellis-tenants", "global-default",
 	} {
 		ns, c, ok := ParseSchema(name)
 		m := tenant.FindStringSubmatch(name)

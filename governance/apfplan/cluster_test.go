@@ -36,7 +36,7 @@ func TestApplyReplacesATenantsUnsplitSchema(t *testing.T) {
 		got = append(got, fs.Name)
 	}
 	slices.Sort(got)
-	want := []string{"trellis-tenant-team-a-mutating", "trellis-tenant-team-a-read", "trellis-tenant-team-a-watch", "trellis-tenant-team-b", "trellis-tenants"}
+	want := []string{"trellis-tenant-team-a.mutating", "trellis-tenant-team-a.read", "trellis-tenant-team-a.watch", "trellis-tenant-team-b", "trellis-tenants"}
 	if !slices.Equal(got, want) {
 		t.Errorf("flow schemas after the apply %v, want %v", got, want)
 	}

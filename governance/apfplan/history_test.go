@@ -30,11 +30,11 @@ func TestHistoryMapsQueryResultsOntoTenantsAndClasses(t *testing.T) {
 		hourly(model.Metric{}, start, 9), // no tenant: not a tenant's
 	}
 	requests := model.Matrix{
-		hourly(model.Metric{"flow_schema": "trellis-tenant-team-a-mutating"}, start, 10, 20, 30, 40),
-		hourly(model.Metric{"flow_schema": "trellis-tenant-team-a-watch"}, start, 0.5, 0.5, 0.5, 0.5),
-		hourly(model.Metric{"flow_schema": "trellis-tenant-team-read-read"}, start, 7, 7, 7, 7),
+		hourly(model.Metric{"flow_schema": "trellis-tenant-team-a.mutating"}, start, 10, 20, 30, 40),
+		hourly(model.Metric{"flow_schema": "trellis-tenant-team-a.watch"}, start, 0.5, 0.5, 0.5, 0.5),
+		hourly(model.Metric{"flow_schema": "trellis-tenant-team-read.read"}, start, 7, 7, 7, 7),
 		// Only requests so far: its seats are empty, not missing.
-		hourly(model.Metric{"flow_schema": "trellis-tenant-team-new-read"}, start.Add(3*time.Hour), 1),
+		hourly(model.Metric{"flow_schema": "trellis-tenant-team-new.read"}, start.Add(3*time.Hour), 1),
 		// Unsplit or foreign: no class to put them in.
 		hourly(model.Metric{"flow_schema": "trellis-tenant-team-a"}, start, 99),
 		hourly(model.Metric{"flow_schema": "global-default"}, start, 99),

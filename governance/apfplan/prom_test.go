@@ -49,14 +49,14 @@ func apfHistory(start, end time.Time) string {
 	}
 	b.WriteString("# TYPE apiserver_flowcontrol_current_executing_seats gauge\n")
 	exec := "apiserver_flowcontrol_current_executing_seats"
-	each(halves(2, 0), gauge(exec, "trellis-tenant-team-a-mutating"))
-	each(halves(0, 3), gauge(exec, "trellis-tenant-team-a-read"))
-	each(halves(1, 1), gauge(exec, "trellis-tenant-team-a-watch"))
+	each(halves(2, 0), gauge(exec, "trellis-tenant-team-a.mutating"))
+	each(halves(0, 3), gauge(exec, "trellis-tenant-team-a.read"))
+	each(halves(1, 1), gauge(exec, "trellis-tenant-team-a.watch"))
 	each(firstDay(7, true), gauge(exec, "trellis-tenant-team-old"))
-	each(firstDay(1, false), gauge(exec, "trellis-tenant-team-old-mutating"))
-	each(halves(0.5, 0.5), gauge(exec, "trellis-tenant-team-read-watch"))
+	each(firstDay(1, false), gauge(exec, "trellis-tenant-team-old.mutating"))
+	each(halves(0.5, 0.5), gauge(exec, "trellis-tenant-team-read.watch"))
 	b.WriteString("# TYPE apiserver_flowcontrol_current_inqueue_requests gauge\n")
-	each(halves(2, 0), gauge("apiserver_flowcontrol_current_inqueue_requests", "trellis-tenant-team-a-mutating"))
+	each(halves(2, 0), gauge("apiserver_flowcontrol_current_inqueue_requests", "trellis-tenant-team-a.mutating"))
 	b.WriteString("# TYPE apiserver_flowcontrol_dispatched_requests counter\n")
 	// A counter at rate(ts) per second, summed over the minutes so far.
 	counter := func(rate func(ts time.Time) float64) func(time.Time) (float64, bool) {
@@ -75,9 +75,9 @@ func apfHistory(start, end time.Time) string {
 				return 1
 			}
 			return 2
-		}), c("trellis-tenant-team-a-mutating"))
-		each(counter(func(time.Time) float64 { return 0.25 }), c("trellis-tenant-team-a-read"))
-		each(counter(func(time.Time) float64 { return 0.05 }), c("trellis-tenant-team-a-watch"))
+		}), c("trellis-tenant-team-a.mutating"))
+		each(counter(func(time.Time) float64 { return 0.25 }), c("trellis-tenant-team-a.read"))
+		each(counter(func(time.Time) float64 { return 0.05 }), c("trellis-tenant-team-a.watch"))
 		each(counter(func(time.Time) float64 { return 4.5 }), c("trellis-tenant-team-old"))
 	}
 	b.WriteString("# EOF\n")

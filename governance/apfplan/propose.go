@@ -4,7 +4,7 @@
 //
 // The apiserver's metrics carry a flow schema, never a namespace, so every
 // tenant namespace gets FlowSchemas of its own, one per verb class
-// (`trellis-tenant-<ns>-mutating`, `-read`, `-watch`): in the shared
+// (`trellis-tenant-<ns>.mutating`, `.read`, `.watch`): in the shared
 // trellis-tenants priority level, with fair queuing by namespace as before,
 // unless its forecast needs a level of its own. Its seats
 // (apiserver_flowcontrol_current_executing_seats, plus its requests in
