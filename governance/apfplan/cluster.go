@@ -110,6 +110,12 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 		}
 		keep[fs.Name] = true
 	}
+	if len(schemas) == 0 {
+		// A plan without tenants (Prometheus had no history, a plan made
+		// before any) says nothing about which tenants are gone: prune
+		// nothing rather than every tenant's schemas and levels.
+		return nil
+	}
 	if err := prune(ctx, c, keep); err != nil {
 		return err
 	}

@@ -75,3 +75,22 @@ func TestApplyDeletesLevelsNoLongerProposed(t *testing.T) {
 		t.Errorf("priority levels after the apply %v, want %v", got, want)
 	}
 }
+
+// A proposal without tenants deletes nothing: it knows of no tenant, so
+// it cannot tell which are gone.
+func TestApplyWithoutTenantsPrunesNothing(t *testing.T) {
+	c := fake.NewClientset(
+		&flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: "trellis-tenant-team-a.mutating", Labels: ManagedBy},
+			Spec: flowcontrolv1.FlowSchemaSpec{PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "trellis-tenant-team-a"}}},
+		&flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "trellis-tenant-team-a", Labels: ManagedBy}},
+	)
+	if err := Apply(context.Background(), c, Propose(defaults(), nil, Options{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.FlowcontrolV1().FlowSchemas().Get(context.Background(), "trellis-tenant-team-a.mutating", metav1.GetOptions{}); err != nil {
+		t.Errorf("team-a's schema after a proposal without tenants: %v", err)
+	}
+	if _, err := c.FlowcontrolV1().PriorityLevelConfigurations().Get(context.Background(), "trellis-tenant-team-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("team-a's level after a proposal without tenants: %v", err)
+	}
+}
