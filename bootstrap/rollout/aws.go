@@ -127,17 +127,31 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 		return ImageChange{}, err
 	}
 	latest := aws.ToInt64(lts.LaunchTemplates[0].LatestVersionNumber)
+	// The latest version and the one before it (the previous image, when
+	// a run before a restart already made the latest).
+	want := []string{fmt.Sprint(latest)}
+	if latest > 1 {
+		want = append(want, fmt.Sprint(latest-1))
+	}
 	vers, err := c.AWS.EC2().DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateName: aws.String(name), Versions: []string{fmt.Sprint(latest)},
+		LaunchTemplateName: aws.String(name), Versions: want,
 	})
-	if err != nil || len(vers.LaunchTemplateVersions) == 0 {
-		return ImageChange{}, fmt.Errorf("launch template %s version %d: %w", name, latest, errors.Join(err, errors.New("not found")))
+	if err != nil {
+		return ImageChange{}, fmt.Errorf("launch template %s versions %v: %w", name, want, err)
 	}
-	cur := vers.LaunchTemplateVersions[0].LaunchTemplateData
-	ch := ImageChange{PrevVersion: fmt.Sprint(latest), NewVersion: fmt.Sprint(latest)}
-	if cur != nil {
-		ch.PrevImage = aws.ToString(cur.ImageId)
+	images := map[int64]string{}
+	for _, v := range vers.LaunchTemplateVersions {
+		if v.LaunchTemplateData != nil {
+			images[aws.ToInt64(v.VersionNumber)] = aws.ToString(v.LaunchTemplateData.ImageId)
+		} else {
+			images[aws.ToInt64(v.VersionNumber)] = ""
+		}
 	}
+	cur, ok := images[latest]
+	if !ok {
+		return ImageChange{}, fmt.Errorf("launch template %s version %d: not found", name, latest)
+	}
+	ch := ImageChange{PrevVersion: fmt.Sprint(latest), NewVersion: fmt.Sprint(latest), PrevImage: cur}
 	relaunch := imageID == ""
 	if relaunch {
 		imageID = ch.PrevImage
@@ -154,8 +168,13 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 		ch.NewVersion = fmt.Sprint(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber))
 	} else {
 		// Already done before a restart, or an upgrade's apply made it:
-		// the previous version is the one before the latest.
+		// the previous version is the one before the latest, and so, for
+		// an image rollout, is the previous image (what a rollback goes
+		// back to).
 		ch.PrevVersion = fmt.Sprint(latest - 1)
+		if prev, ok := images[latest-1]; ok && !relaunch && prev != "" {
+			ch.PrevImage = prev
+		}
 	}
 	if launches != "$Latest" && launches != ch.NewVersion {
 		if _, err := c.AWS.Autoscaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{

@@ -595,6 +595,16 @@ func TestIntegrationRollout(t *testing.T) {
 		t.Errorf("%d nodes surged at once, budget 3", maxSurged)
 	}
 	t.Logf("replaced %d nodes in %s (%d steps, at most %d surged at once)", len(old), time.Since(start).Round(100*time.Millisecond), steps, maxSurged)
+	// The image again, as a run restarted after SetImage and before its
+	// first save does: the previous image is still the old one, which a
+	// rollback goes back to.
+	ch, err := e.aws.SetImage(ctx, "general", newImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.PrevImage != oldImage || ch.PrevVersion == ch.NewVersion {
+		t.Errorf("image set again: %+v, want the previous image %s and version", ch, oldImage)
+	}
 }
 
 func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
