@@ -141,11 +141,11 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 	}
 	images := map[int64]string{}
 	for _, v := range vers.LaunchTemplateVersions {
+		var img string
 		if v.LaunchTemplateData != nil {
-			images[aws.ToInt64(v.VersionNumber)] = aws.ToString(v.LaunchTemplateData.ImageId)
-		} else {
-			images[aws.ToInt64(v.VersionNumber)] = ""
+			img = aws.ToString(v.LaunchTemplateData.ImageId)
 		}
+		images[aws.ToInt64(v.VersionNumber)] = img
 	}
 	cur, ok := images[latest]
 	if !ok {

@@ -95,10 +95,6 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 			return fmt.Errorf("failed to apply priority level %s: %w", meta.Metadata.Name, err)
 		}
 	}
-	keepLevels := map[string]bool{}
-	for _, l := range p.Levels {
-		keepLevels[l.Name] = true
-	}
 	keep := map[string]bool{}
 	for _, fs := range schemas {
 		b, err := json.Marshal(fs)
@@ -116,20 +112,25 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 		// nothing rather than every tenant's schemas and levels.
 		return nil
 	}
-	if err := prune(ctx, c, keep); err != nil {
-		return err
+	keepLevels := map[string]bool{}
+	for _, l := range p.Levels {
+		keepLevels[l.Name] = true
 	}
-	return pruneLevels(ctx, c, keepLevels)
+	return prune(ctx, c, keep, keepLevels)
 }
 
-// prune deletes the FlowSchemas labelled ManagedBy that are not in keep.
-func prune(ctx context.Context, c kubernetes.Interface, keep map[string]bool) error {
-	l, err := c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(ManagedBy).String()})
+// prune deletes the FlowSchemas labelled ManagedBy that are not in keep,
+// then the priority levels so labelled that are not in keepLevels and that
+// no remaining FlowSchema points at.
+func prune(ctx context.Context, c kubernetes.Interface, keep, keepLevels map[string]bool) error {
+	schemas, err := c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("failed to list Trellis quota's flow schemas: %w", err)
+		return fmt.Errorf("failed to list flow schemas: %w", err)
 	}
-	for _, fs := range l.Items {
-		if keep[fs.Name] {
+	managed := labels.SelectorFromSet(ManagedBy)
+	for _, fs := range schemas.Items {
+		if keep[fs.Name] || !managed.Matches(labels.Set(fs.Labels)) {
+			keepLevels[fs.Spec.PriorityLevelConfiguration.Name] = true
 			continue
 		}
 		err := c.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &fs.UID}})
@@ -137,25 +138,12 @@ func prune(ctx context.Context, c kubernetes.Interface, keep map[string]bool) er
 			return fmt.Errorf("failed to delete flow schema %s: %w", fs.Name, err)
 		}
 	}
-	return nil
-}
-
-// pruneLevels deletes the priority levels labelled ManagedBy that are not
-// in keep and that no FlowSchema points at.
-func pruneLevels(ctx context.Context, c kubernetes.Interface, keep map[string]bool) error {
-	schemas, err := c.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("failed to list flow schemas: %w", err)
-	}
-	for _, fs := range schemas.Items {
-		keep[fs.Spec.PriorityLevelConfiguration.Name] = true
-	}
-	l, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(ManagedBy).String()})
+	levels, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{LabelSelector: managed.String()})
 	if err != nil {
 		return fmt.Errorf("failed to list Trellis quota's priority levels: %w", err)
 	}
-	for _, pl := range l.Items {
-		if keep[pl.Name] {
+	for _, pl := range levels.Items {
+		if keepLevels[pl.Name] {
 			continue
 		}
 		err := c.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, pl.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pl.UID}})

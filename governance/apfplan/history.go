@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/trellis-dev/trellis/governance/forecast"
+	"github.com/trellis-dev/trellis/governance/forecast/promhist"
 )
 
 // SeatsQuery is each tenant's seats at one instant: those its requests
@@ -45,15 +46,9 @@ func HistoryFromPrometheus(ctx context.Context, url string, window time.Duration
 	start := end.Add(-window)
 	papi := promv1.NewAPI(c)
 	read := func(what, query string) (model.Matrix, error) {
-		q := fmt.Sprintf("max_over_time((%s)[1h:1m])", query)
-		// A second before each hour's end, the subquery's points are the hour's.
-		v, _, err := papi.QueryRange(ctx, q, promv1.Range{Start: start.Add(time.Hour - time.Second), End: end.Add(-time.Second), Step: time.Hour})
+		m, err := promhist.Query(ctx, papi, query, time.Minute, start, end)
 		if err != nil {
 			return nil, fmt.Errorf("prometheus %s: %s: %w", url, what, err)
-		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("prometheus %s: %s: got %s, want a matrix", url, what, v.Type())
 		}
 		return m, nil
 	}
@@ -73,13 +68,6 @@ func HistoryFromPrometheus(ctx context.Context, url string, window time.Duration
 // their flow schema's tenant and class. Every tenant gets a seats series,
 // empty hours NaN, so that it can be fitted.
 func historyOf(seats, requests model.Matrix, start, end time.Time) History {
-	hourly := func(s *model.SampleStream) forecast.Series {
-		pts := make([]forecast.Point, 0, len(s.Values))
-		for _, p := range s.Values {
-			pts = append(pts, forecast.Point{Time: p.Timestamp.Time().Add(time.Second - time.Hour), Value: float64(p.Value)})
-		}
-		return forecast.Resample(pts, start, end, time.Hour)
-	}
 	h := History{}
 	for _, s := range seats {
 		ns := string(s.Metric["tenant"])
@@ -87,7 +75,7 @@ func historyOf(seats, requests model.Matrix, start, end time.Time) History {
 			continue
 		}
 		th := h[ns]
-		th.Seats = hourly(s)
+		th.Seats = promhist.Series(s, start, end)
 		h[ns] = th
 	}
 	for _, s := range requests {
@@ -99,7 +87,7 @@ func historyOf(seats, requests model.Matrix, start, end time.Time) History {
 		if th.Requests == nil {
 			th.Requests = map[Class]forecast.Series{}
 		}
-		th.Requests[c] = hourly(s)
+		th.Requests[c] = promhist.Series(s, start, end)
 		h[ns] = th
 	}
 	for ns, th := range h {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/governance/forecast"
+	"github.com/trellis-dev/trellis/governance/forecast/promhist"
 )
 
 // History is each namespace's hourly usage peak of each planned resource.
@@ -48,7 +48,7 @@ func HistoryFromSamples(samples []Sample, from, to time.Time) History {
 
 // HistoryFromPrometheus reads each namespace's hourly peak of every planned
 // resource over the window before now (range queries of the hourly
-// max_over_time of PromQueries, at a one-hour step).
+// max_over_time of PromQueries at 5-minute resolution, promhist).
 func HistoryFromPrometheus(ctx context.Context, url string, window time.Duration, now time.Time) (History, error) {
 	c, err := api.NewClient(api.Config{Address: url})
 	if err != nil {
@@ -59,30 +59,19 @@ func HistoryFromPrometheus(ctx context.Context, url string, window time.Duration
 	start := end.Add(-window)
 	h := History{}
 	for _, r := range Resources {
-		q := fmt.Sprintf("max_over_time((%s)[1h:5m])", PromQueries[r])
-		// Evaluated a second before each hour's end, the 5-minute
-		// subquery's points are exactly the hour's: [h, h+1h).
-		v, _, err := prom.QueryRange(ctx, q, promv1.Range{Start: start.Add(time.Hour - time.Second), End: end.Add(-time.Second), Step: time.Hour})
+		m, err := promhist.Query(ctx, prom, PromQueries[r], 5*time.Minute, start, end)
 		if err != nil {
 			return nil, fmt.Errorf("prometheus %s: history of %s: %w", url, r, err)
-		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("prometheus %s: history of %s: got %s, want a matrix", url, r, v.Type())
 		}
 		for _, s := range m {
 			ns := string(s.Metric["namespace"])
 			if ns == "" {
 				continue
 			}
-			pts := make([]forecast.Point, 0, len(s.Values))
-			for _, p := range s.Values {
-				pts = append(pts, forecast.Point{Time: p.Timestamp.Time().Add(time.Second - time.Hour), Value: float64(p.Value)})
-			}
 			if h[ns] == nil {
 				h[ns] = map[corev1.ResourceName]forecast.Series{}
 			}
-			h[ns][r] = forecast.Resample(pts, start, end, time.Hour)
+			h[ns][r] = promhist.Series(s, start, end)
 		}
 	}
 	return h, nil
