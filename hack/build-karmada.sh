@@ -36,4 +36,17 @@ if (( ${#missing[@]} > 0 )); then
     CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "${out}/${b}" "github.com/karmada-io/karmada/cmd/${b#karmada-}" >&2
   done
 fi
+# The manifests the control plane applies come from the same module: every
+# CRD (the controllers exit on a missing one) with the conversion patches,
+# and the webhook configuration, whose URLs and CA the fleet fills in.
+if [[ ! -f "${out}/manifests/webhook-configuration.yaml" ]]; then
+  moddir=$(cd "${TMPDIR:-/tmp}" && go mod download -json "github.com/karmada-io/karmada@${KARMADA_VERSION}" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  rm -rf "${out}/manifests.tmp"
+  mkdir -p "${out}/manifests.tmp"
+  cp -r "${moddir}/charts/karmada/_crds" "${out}/manifests.tmp/crds"
+  cp "${moddir}/artifacts/deploy/webhook-configuration.yaml" "${out}/manifests.tmp/"
+  chmod -R u+w "${out}/manifests.tmp"
+  rm -rf "${out}/manifests"
+  mv "${out}/manifests.tmp" "${out}/manifests"
+fi
 echo "${out}"

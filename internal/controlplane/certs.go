@@ -21,6 +21,7 @@ type files struct {
 	servingCert, servKey string
 	saKey, saPub         string
 	caPEM                []byte
+	ca                   *pki.KeyPair
 }
 
 // newFiles makes a CA, a serving certificate for 127.0.0.1/localhost signed
@@ -49,6 +50,7 @@ func newFiles(dir string) (*files, error) {
 		return nil, err
 	}
 	ca := &pki.KeyPair{Cert: caCert, Key: caKey}
+	p.ca = ca
 	p.caPEM = pki.EncodeCerts(caCert)
 	if err := fsync.WriteFile(p.caCert, p.caPEM, 0o600); err != nil {
 		return nil, err

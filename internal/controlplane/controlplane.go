@@ -56,6 +56,9 @@ type Options struct {
 	// AuditLog records every request's metadata (verb, resource, user
 	// agent) in Dir/audit.log, so API cost can be counted per client.
 	AuditLog bool
+	// Aggregator gives kube-apiserver a front-proxy CA and client
+	// certificate, so it can serve APIServices of aggregated apiservers.
+	Aggregator bool
 }
 
 // ControlPlane is a running control plane.
@@ -73,6 +76,9 @@ type ControlPlane struct {
 	etcd      *proc
 	apiserver *proc
 	cm, sched *proc
+	// extra are the processes StartProcess ran, in start order.
+	extra      []*proc
+	proxyFlags []string
 }
 
 type proc struct {
@@ -103,6 +109,11 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 			cp.Stop()
 		}
 	}()
+	if opts.Aggregator {
+		if cp.proxyFlags, err = frontProxy(dir); err != nil {
+			return nil, fmt.Errorf("failed to create the front-proxy PKI: %w", err)
+		}
+	}
 	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
@@ -161,10 +172,11 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 }
 
 // PIDs are the running components' process ids by name (etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler).
+// kube-apiserver, kube-controller-manager, kube-scheduler and those
+// StartProcess ran).
 func (cp *ControlPlane) PIDs() map[string]int {
 	out := map[string]int{}
-	for _, p := range []*proc{cp.etcd, cp.apiserver, cp.cm, cp.sched} {
+	for _, p := range append([]*proc{cp.etcd, cp.apiserver, cp.cm, cp.sched}, cp.extra...) {
 		if p != nil && p.cmd.Process != nil {
 			out[p.name] = p.cmd.Process.Pid
 		}
@@ -194,6 +206,7 @@ func (cp *ControlPlane) StartAPIServer() error {
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(),
 			"--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
 	}
+	args = append(args, cp.proxyFlags...)
 	args = append(args, cp.opts.APIServerFlags...)
 	var err error
 	if cp.apiserver, err = cp.start("kube-apiserver", filepath.Join(BinDir(), "kube-apiserver"), args...); err != nil {
@@ -291,7 +304,7 @@ func (p *proc) stop() {
 // Logs returns the tail of every component's log.
 func (cp *ControlPlane) Logs(lines int) string {
 	var b strings.Builder
-	for _, p := range []*proc{cp.sched, cp.cm, cp.apiserver, cp.etcd} {
+	for _, p := range cp.stopOrder() {
 		if p != nil {
 			fmt.Fprintf(&b, "--- %s log (tail) ---\n%s\n", p.name, tail(p.log, lines))
 		}
@@ -302,9 +315,19 @@ func (cp *ControlPlane) Logs(lines int) string {
 // Stop stops the components in order: scheduler, controller-manager,
 // apiserver, then etcd (stopping apiserver and etcd at once can hang).
 func (cp *ControlPlane) Stop() {
-	for _, p := range []*proc{cp.sched, cp.cm, cp.apiserver, cp.etcd} {
+	for _, p := range cp.stopOrder() {
 		p.stop()
 	}
+}
+
+// stopOrder is the processes StartProcess ran, newest first, then the
+// scheduler, controller-manager, apiserver and etcd.
+func (cp *ControlPlane) stopOrder() []*proc {
+	var out []*proc
+	for i := len(cp.extra) - 1; i >= 0; i-- {
+		out = append(out, cp.extra[i])
+	}
+	return append(out, cp.sched, cp.cm, cp.apiserver, cp.etcd)
 }
 
 // Kubectl runs the real kubectl against the control plane.
@@ -332,6 +355,9 @@ contexts:
 current-context: test
 `, cp.APIURL, cp.files.caCert, adminToken)
 }
+
+// FreePorts returns n distinct free loopback ports.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
 
 // freePorts returns n distinct free loopback ports.
 func freePorts(n int) ([]int, error) {

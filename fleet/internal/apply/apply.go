@@ -1,0 +1,116 @@
+// Package apply applies unstructured objects with server-side apply, for
+// the fleet's manifests: Karmada's own, rendered policies and interpreter
+// customizations.
+package apply
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// Applier applies objects to one apiserver.
+type Applier struct {
+	Dynamic dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	// FieldManager owns the applied fields.
+	FieldManager string
+}
+
+// New connects to the apiserver of cfg.
+func New(cfg *rest.Config, fieldManager string) (*Applier, error) {
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Applier{Dynamic: d, FieldManager: fieldManager,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+}
+
+// Apply applies each object in order, forcing ownership of its fields.
+func (a *Applier) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if err := a.apply(ctx, o); err != nil {
+			return fmt.Errorf("failed to apply %s %s: %w", o.GetKind(), name(o), err)
+		}
+	}
+	return nil
+}
+
+func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured) error {
+	ri, err := a.Resource(o)
+	if err != nil {
+		return err
+	}
+	data, err := o.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: a.FieldManager, Force: new(true)})
+	return err
+}
+
+// Resource is the dynamic client of o's resource (in o's namespace when it
+// is namespaced). A kind the apiserver does not serve yet (a CRD just
+// created) is looked up again after the discovery cache is reset.
+func (a *Applier) Resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := o.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		a.mapper.Reset()
+		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return a.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+	}
+	return a.Dynamic.Resource(m.Resource), nil
+}
+
+// Decode reads a multi-document YAML stream; empty documents are skipped.
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("document %d: no apiVersion or kind", i)
+		}
+		out = append(out, u)
+	}
+}
+
+func name(o *unstructured.Unstructured) string {
+	if o.GetNamespace() != "" {
+		return o.GetNamespace() + "/" + o.GetName()
+	}
+	return o.GetName()
+}

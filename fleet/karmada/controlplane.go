@@ -1,0 +1,241 @@
+package karmada
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/trellis-dev/trellis/fleet/internal/apply"
+	"github.com/trellis-dev/trellis/internal/controlplane"
+)
+
+// Namespaces Karmada keeps its own objects in: its components' leases and
+// the aggregated apiserver's Service, and the members' credentials.
+const (
+	SystemNamespace  = "karmada-system"
+	ClusterNamespace = "karmada-cluster"
+)
+
+// FieldManager owns what the control plane applies at start.
+const FieldManager = "trellis-fleet"
+
+// Options tune the loopback control plane.
+type Options struct {
+	// Failover turns on cluster failover: the Failover feature gate, NoExecute
+	// taint eviction, and ClusterTaintPolicies with NoExecute taints.
+	Failover bool
+	// ControllerManagerFlags are extra karmada-controller-manager flags
+	// (e.g. shorter cluster health periods for tests).
+	ControllerManagerFlags []string
+	// Log receives progress (nil: discarded).
+	Log *slog.Logger
+}
+
+// ControlPlane is a running Karmada control plane.
+type ControlPlane struct {
+	// Plane is the Karmada apiserver's control plane: its Kubeconfig and
+	// Config reach the fleet.
+	*controlplane.ControlPlane
+	Dynamic dynamic.Interface
+	Applier *apply.Applier
+
+	bin       string
+	opts      Options
+	ports     map[string]int
+	webhookCA []byte
+}
+
+// ClusterGVR is cluster.karmada.io/v1alpha1 clusters, served by the
+// aggregated apiserver.
+var ClusterGVR = schema.GroupVersionResource{Group: "cluster.karmada.io", Version: "v1alpha1", Resource: "clusters"}
+
+// Start runs a Karmada control plane with its files under dir and returns
+// once the fleet's API (clusters, policies, bindings) is served and its
+// scheduler and controller-manager run. Stop stops it.
+func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	bin := BinDir()
+	if err := checkInstalled(bin); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	plane, err := controlplane.Start(dir, controlplane.Options{
+		ControllerManager: true,
+		Aggregator:        true,
+		// What Karmada's own deployment runs its kube-controller-manager
+		// with, less the bootstrap-token and CSR controllers pull mode uses.
+		ControllerManagerFlags: []string{"--controllers=namespace,garbagecollector,serviceaccount-token,ttl-after-finished,clusterrole-aggregation"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cp = &ControlPlane{ControlPlane: plane, bin: bin, opts: opts, ports: map[string]int{}}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	if cp.Dynamic, err = dynamic.NewForConfig(plane.Config); err != nil {
+		return nil, err
+	}
+	if cp.Applier, err = apply.New(plane.Config, FieldManager); err != nil {
+		return nil, err
+	}
+	ports, err := controlplane.FreePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range []string{"aggregated", "webhook", "webhook-health", "scheduler-health", "cm-health", "cm-metrics"} {
+		cp.ports[n] = ports[i]
+	}
+	for _, ns := range []string{SystemNamespace, ClusterNamespace} {
+		if _, err := plane.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("failed to create namespace %s: %w", ns, err)
+		}
+	}
+	webhookURL := "https://127.0.0.1:" + strconv.Itoa(cp.ports["webhook"])
+	crdObjs, err := crds(bin, webhookURL, plane.CAPEM())
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.Applier.Apply(ctx, crdObjs...); err != nil {
+		return nil, err
+	}
+	if out, err := plane.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
+		return nil, fmt.Errorf("karmada CRDs not established: %w\n%s", err, out)
+	}
+	opts.Log.Info("karmada CRDs established", "crds", len(crdObjs), "elapsed", time.Since(started).Round(time.Millisecond))
+
+	if err := cp.startAggregated(ctx); err != nil {
+		return nil, err
+	}
+	if err := cp.startWebhook(ctx, webhookURL); err != nil {
+		return nil, err
+	}
+	if err := cp.StartScheduler(); err != nil {
+		return nil, err
+	}
+	if err := cp.StartControllerManager(); err != nil {
+		return nil, err
+	}
+	opts.Log.Info("karmada control plane up", "apiserver", plane.APIURL, "elapsed", time.Since(started).Round(time.Millisecond))
+	return cp, nil
+}
+
+func (cp *ControlPlane) kubeconfigFlags() []string {
+	return []string{"--kubeconfig=" + cp.Kubeconfig}
+}
+
+// startAggregated runs karmada-aggregated-apiserver on the Karmada etcd and
+// registers it as the server of cluster.karmada.io.
+func (cp *ControlPlane) startAggregated(ctx context.Context) error {
+	cert, key, err := cp.IssueServing(AggregatedAPIServer, AggregatedAPIServer+"."+SystemNamespace+".svc")
+	if err != nil {
+		return err
+	}
+	port := cp.ports["aggregated"]
+	if err := cp.StartProcess(AggregatedAPIServer, filepath.Join(cp.bin, AggregatedAPIServer), append(cp.kubeconfigFlags(),
+		"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+		"--etcd-servers="+cp.EtcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--cert-dir="+filepath.Join(cp.Dir, "aggregated-certs"))...); err != nil {
+		return err
+	}
+	if err := cp.Applier.Apply(ctx, aggregation(port, cp.CAPEM())...); err != nil {
+		return err
+	}
+	// Available once the apiserver reaches it: then clusters can be listed.
+	return cp.poll(ctx, AggregatedAPIServer, 90*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := cp.Dynamic.Resource(ClusterGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+}
+
+// startWebhook runs karmada-webhook and installs its configurations: the
+// policy webhooks set the ids and defaults the controllers rely on.
+func (cp *ControlPlane) startWebhook(ctx context.Context, webhookURL string) error {
+	if _, _, err := cp.IssueServing(Webhook); err != nil {
+		return err
+	}
+	args := append(cp.kubeconfigFlags(), "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.ports["webhook"]),
+		"--cert-dir="+cp.Dir, "--tls-cert-file-name="+Webhook+".crt", "--tls-private-key-file-name="+Webhook+".key",
+		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["webhook-health"]))
+	if cp.opts.Failover {
+		args = append(args, "--allow-no-execute-taint-policy=true", "--feature-gates=Failover=true")
+	}
+	if err := cp.StartProcess(Webhook, filepath.Join(cp.bin, Webhook), args...); err != nil {
+		return err
+	}
+	if err := cp.poll(ctx, Webhook, 60*time.Second, func(context.Context) (bool, error) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", cp.ports["webhook"]), time.Second)
+		if err != nil {
+			return false, nil
+		}
+		c.Close()
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	cfgs, err := webhookConfigs(cp.bin, webhookURL, cp.CAPEM())
+	if err != nil {
+		return err
+	}
+	return cp.Applier.Apply(ctx, cfgs...)
+}
+
+// StartScheduler (re)starts karmada-scheduler.
+func (cp *ControlPlane) StartScheduler() error {
+	return cp.StartProcess(Scheduler, filepath.Join(cp.bin, Scheduler), append(cp.kubeconfigFlags(),
+		"--leader-elect=false", "--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["scheduler-health"]),
+		"--kube-api-qps=200", "--kube-api-burst=400")...)
+}
+
+// StartControllerManager (re)starts karmada-controller-manager; a fault
+// test kills it with KillProcess(ControllerManager) and starts it again.
+// It takes the Karmada apiserver's lease, so a restarted one waits for none.
+func (cp *ControlPlane) StartControllerManager() error {
+	args := append(cp.kubeconfigFlags(), "--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", cp.ports["cm-metrics"]),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["cm-health"]),
+		"--cluster-status-update-frequency=2s", "--kube-api-qps=200", "--kube-api-burst=400",
+		"--cluster-api-qps=200", "--cluster-api-burst=400")
+	if cp.opts.Failover {
+		args = append(args, "--feature-gates=Failover=true", "--enable-no-execute-taint-eviction=true")
+	}
+	args = append(args, cp.opts.ControllerManagerFlags...)
+	return cp.StartProcess(ControllerManager, filepath.Join(cp.bin, ControllerManager), args...)
+}
+
+// ControllerManagerMetricsURL is where karmada-controller-manager serves
+// its Prometheus metrics.
+func (cp *ControlPlane) ControllerManagerMetricsURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", cp.ports["cm-metrics"])
+}
+
+// poll waits for cond, failing early with the component's log when its
+// process exits.
+func (cp *ControlPlane) poll(ctx context.Context, component string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if exited, log := cp.Exited(component); exited {
+			return false, fmt.Errorf("%s exited:\n%s", component, log)
+		}
+		return cond(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready: %w\n%s", component, err, cp.Logs(20))
+	}
+	return nil
+}

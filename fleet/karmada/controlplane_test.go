@@ -1,0 +1,68 @@
+package karmada_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trellis-dev/trellis/fleet/karmada"
+)
+
+var ppGVR = schema.GroupVersionResource{Group: "policy.karmada.io", Version: "v1alpha1", Resource: "propagationpolicies"}
+
+// The control plane comes up from the cached binaries and manifests and
+// serves the fleet's API: clusters through the aggregated apiserver, and
+// policies through Karmada's webhooks (the mutating one labels each policy
+// with the permanent id the detector matches on).
+func TestIntegrationControlPlane(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cp, err := karmada.Start(ctx, t.TempDir(), karmada.Options{Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(cp.Logs(30))
+		}
+		cp.Stop()
+	})
+	t.Logf("karmada control plane up in %s", time.Since(start).Round(time.Millisecond))
+	if _, err := cp.Dynamic.Resource(karmada.ClusterGVR).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("clusters: %v", err)
+	}
+	pp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec": map[string]any{
+			"resourceSelectors": []any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+			"placement":         map[string]any{"clusterAffinity": map[string]any{"clusterNames": []any{"m1"}}},
+		},
+	}}
+	got, err := cp.Dynamic.Resource(ppGVR).Namespace("default").Create(ctx, pp, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create PropagationPolicy: %v", err)
+	}
+	if got.GetLabels()["propagationpolicy.karmada.io/permanent-id"] == "" {
+		t.Fatalf("the mutating webhook did not label the policy: labels %v", got.GetLabels())
+	}
+	// The validating webhook refuses a policy without selectors.
+	bad := pp.DeepCopy()
+	bad.SetName("bad")
+	_ = unstructured.SetNestedSlice(bad.Object, []any{}, "spec", "resourceSelectors")
+	if _, err := cp.Dynamic.Resource(ppGVR).Namespace("default").Create(ctx, bad, metav1.CreateOptions{}); err == nil {
+		t.Fatal("a policy without resource selectors was accepted")
+	}
+	for _, c := range karmada.Binaries {
+		if exited, log := cp.Exited(c); exited {
+			t.Fatalf("%s exited:\n%s", c, log)
+		}
+	}
+}
