@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -113,4 +116,36 @@ func name(o *unstructured.Unstructured) string {
 		return o.GetNamespace() + "/" + o.GetName()
 	}
 	return o.GetName()
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// WaitEstablished waits until every CRD of crds is Established.
+func WaitEstablished(ctx context.Context, cfg *rest.Config, crds []*unstructured.Unstructured) error {
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := d.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			last = "not Established"
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s: %s: %w", crd.GetName(), last, err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+
+	"github.com/trellis-dev/trellis/config"
+	"github.com/trellis-dev/trellis/fleet/internal/apply"
+	"github.com/trellis-dev/trellis/fleet/karmada"
+)
+
+// Bundle is what the fleet's apiserver needs to take Trellis workloads:
+// the six workload CRDs (the files `make generate` writes, as the members'
+// addon bundle ships them), their interpreter customizations, and the
+// taint policy that lets placements fail over from a member that is not
+// Ready (Karmada's Failover feature gate and NoExecute taint policies must
+// be on: karmada.Options.Failover).
+func Bundle() ([]*unstructured.Unstructured, error) {
+	files, err := fs.Glob(config.CRDs, "crd/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := config.CRDs.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := apply.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, objs...)
+	}
+	rics, err := InterpreterCustomizations()
+	if err != nil {
+		return nil, err
+	}
+	return append(append(out, rics...), TaintPolicy()), nil
+}
+
+// Install applies the bundle to the fleet's apiserver and waits until the
+// CRDs are served.
+func Install(ctx context.Context, fleet *rest.Config) (int, error) {
+	objs, err := Bundle()
+	if err != nil {
+		return 0, err
+	}
+	a, err := apply.New(fleet, karmada.FieldManager)
+	if err != nil {
+		return 0, err
+	}
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	if err := a.Apply(ctx, crds...); err != nil {
+		return 0, err
+	}
+	if err := apply.WaitEstablished(ctx, fleet, crds); err != nil {
+		return 0, err
+	}
+	if err := a.Apply(ctx, rest...); err != nil {
+		return 0, err
+	}
+	return len(objs), nil
+}
