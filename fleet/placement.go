@@ -62,8 +62,11 @@ type PlacementSpec struct {
 	// replicas run whole in every selected member.
 	Spread  Spread           `yaml:"spread"`
 	Weights map[string]int64 `yaml:"weights"`
-	// MinClusters is the fewest members a capacity-spread workload runs in.
+	// MinClusters and MaxClusters bound how many members a capacity-spread
+	// workload runs in (MaxClusters default: spec.clusters' count, or
+	// unbounded).
 	MinClusters int `yaml:"minClusters"`
+	MaxClusters int `yaml:"maxClusters"`
 	// FailoverAfter is how long a member may be not Ready before its
 	// replicas move to the others (default 30s). Never: they stay.
 	FailoverAfter string `yaml:"failoverAfter"`
@@ -97,6 +100,9 @@ const (
 	// DefaultFailoverAfter is FailoverAfter's default.
 	DefaultFailoverAfter = 30 * time.Second
 )
+
+// unboundedClusters stands for "every member" in a spread constraint.
+const unboundedClusters = 1000
 
 // LoadPlacements reads a file of one or more placements, strictly: an
 // unknown field or a bad value is an error naming the file and line.
@@ -243,8 +249,8 @@ func (p *Placement) validate() error {
 				bad("spec.weights."+c, "%s is not among spec.clusters", c)
 			}
 		}
-		if p.Spec.MinClusters > 0 {
-			bad("spec.minClusters", "applies to spread capacity only (weights already name the clusters)")
+		if p.Spec.MinClusters > 0 || p.Spec.MaxClusters > 0 {
+			bad("spec.minClusters", "min/maxClusters apply to spread capacity only (weights already name the clusters)")
 		}
 	case SpreadCapacity, SpreadDuplicated:
 		if len(p.Spec.Weights) > 0 {
@@ -255,6 +261,9 @@ func (p *Placement) validate() error {
 	}
 	if p.Spec.MinClusters < 0 || (len(clusters) > 0 && p.Spec.MinClusters > len(clusters)) {
 		bad("spec.minClusters", "%d: between 0 and the number of spec.clusters", p.Spec.MinClusters)
+	}
+	if p.Spec.MaxClusters < 0 || (p.Spec.MaxClusters > 0 && p.Spec.MaxClusters < p.Spec.MinClusters) {
+		bad("spec.maxClusters", "%d: at least minClusters (%d)", p.Spec.MaxClusters, p.Spec.MinClusters)
 	}
 	if _, err := p.failoverAfter(); err != nil {
 		bad("spec.failoverAfter", "%v", err)
@@ -316,8 +325,17 @@ func (p *Placement) PropagationPolicy() *unstructured.Unstructured {
 	default:
 		placement["replicaScheduling"] = map[string]any{"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
 			"weightPreference": map[string]any{"dynamicWeight": "AvailableReplicas"}}
-		if p.Spec.MinClusters > 0 {
-			placement["spreadConstraints"] = []any{map[string]any{"spreadByField": "cluster", "minGroups": int64(p.Spec.MinClusters)}}
+		if p.Spec.MinClusters > 0 || p.Spec.MaxClusters > 0 {
+			// Karmada selects at most maxGroups clusters, and 0 selects none.
+			maxGroups := p.Spec.MaxClusters
+			if maxGroups == 0 {
+				maxGroups = len(p.Spec.Clusters)
+			}
+			if maxGroups == 0 {
+				maxGroups = unboundedClusters
+			}
+			placement["spreadConstraints"] = []any{map[string]any{"spreadByField": "cluster",
+				"minGroups": int64(max(p.Spec.MinClusters, 1)), "maxGroups": int64(maxGroups)}}
 		}
 	}
 	after, _ := p.failoverAfter()

@@ -232,6 +232,16 @@ func (cp *ControlPlane) StopAPIServer() {
 	cp.apiserver.stop()
 }
 
+// KillAPIServer sends kube-apiserver SIGKILL and waits for it to exit: a
+// crash or a lost machine, with no graceful shutdown (for fault tests).
+func (cp *ControlPlane) KillAPIServer() {
+	if cp.apiserver.exited() {
+		return
+	}
+	_ = syscall.Kill(-cp.apiserver.cmd.Process.Pid, syscall.SIGKILL)
+	<-cp.apiserver.done
+}
+
 func (cp *ControlPlane) waitReady(timeout time.Duration) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.files.caPEM)
