@@ -22,7 +22,7 @@ const (
 	crdPatchDir       = "crds/patches"
 	// upstreamWebhookURL is the in-cluster address Karmada's manifests
 	// give the webhook; on loopback it is the webhook's own port.
-	upstreamWebhookURL = "https://karmada-webhook.karmada-system.svc:443"
+	upstreamWebhookURL  = "https://karmada-webhook.karmada-system.svc:443"
 	caBundlePlaceholder = "{{caBundle}}"
 )
 
