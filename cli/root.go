@@ -14,6 +14,7 @@ import (
 	"github.com/trellis-dev/trellis/cli/ami"
 	"github.com/trellis-dev/trellis/cli/cluster"
 	etcdcmd "github.com/trellis-dev/trellis/cli/etcd"
+	fleetcmd "github.com/trellis-dev/trellis/cli/fleet"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	localcmd "github.com/trellis-dev/trellis/cli/local"
 	quotacmd "github.com/trellis-dev/trellis/cli/quota"
@@ -47,7 +48,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s), fleetcmd.NewCommand(s))
 	return cmd
 }
 

@@ -39,6 +39,7 @@ type Placement struct {
 
 	file string
 	line int
+	node *yaml.Node
 }
 
 // PlacementMetadata names a placement; its namespace is the workloads'.
@@ -131,7 +132,8 @@ func DecodePlacements(file string, data []byte) ([]*Placement, error) {
 		if len(n.Content) == 0 {
 			continue
 		}
-		p := &Placement{file: file, line: n.Line}
+		// A document node sits on its "---"; its mapping on the first line.
+		p := &Placement{file: file, line: n.Content[0].Line, node: n.Content[0]}
 		if err := strictDecode(&n, p); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
@@ -167,7 +169,7 @@ func strictDecode(n *yaml.Node, into any) error {
 	d.KnownFields(true)
 	if err := d.Decode(into); err != nil {
 		// Lines are the document's own: shift them to the file's.
-		return shiftLines(err, n.Line-1)
+		return shiftLines(err, n.Content[0].Line-1)
 	}
 	return nil
 }
@@ -191,7 +193,45 @@ func shiftLines(err error, by int) error {
 }
 
 func (p *Placement) errorf(field, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: placement %s/%s: %s: %s", p.file, p.line, p.Metadata.Namespace, p.Metadata.Name, field, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s:%d: placement %s/%s: %s: %s", p.file, p.fieldLine(field), p.Metadata.Namespace, p.Metadata.Name, field, fmt.Sprintf(format, args...))
+}
+
+// fieldLine is the line of a field path such as spec.workloads[0].kind:
+// of the deepest part of it the document has (the document's first line
+// when the field is missing altogether).
+func (p *Placement) fieldLine(path string) int {
+	n, line := p.node, p.line
+	for _, part := range strings.Split(path, ".") {
+		key, index := part, -1
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			key = part[:i]
+			_, _ = fmt.Sscanf(part[i:], "[%d]", &index)
+		}
+		next := mappingValue(n, key)
+		if next == nil {
+			return line
+		}
+		n, line = next, next.Line
+		if index >= 0 {
+			if n.Kind != yaml.SequenceNode || index >= len(n.Content) {
+				return line
+			}
+			n, line = n.Content[index], n.Content[index].Line
+		}
+	}
+	return line
+}
+
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 var trellisKinds = func() map[string]bool {

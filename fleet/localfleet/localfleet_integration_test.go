@@ -22,7 +22,6 @@ import (
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/fleet"
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/fleet/localfleet"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
@@ -114,14 +113,8 @@ func (e *env) place(ctx context.Context, yaml string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := apply.New(e.f.Karmada.Config, "test")
-	if err != nil {
+	if _, err := fleet.Place(ctx, e.f.Karmada.Config, ps); err != nil {
 		e.t.Fatal(err)
-	}
-	for _, p := range ps {
-		if err := a.Apply(ctx, p.PropagationPolicy()); err != nil {
-			e.t.Fatal(err)
-		}
 	}
 }
 

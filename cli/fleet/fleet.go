@@ -1,0 +1,148 @@
+// Package fleet holds `trellis fleet`: clusters joined under Karmada, the
+// fleet bundle, placements and a local fleet on loopback.
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/cli/internal/kube"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/fleet"
+)
+
+const userAgent = "trellis-fleet"
+
+// NewCommand returns `trellis fleet`.
+func NewCommand(s streams.Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "fleet", Short: "Run Trellis workloads across clusters with Karmada"}
+	var fleetKubeconfig string
+	cmd.PersistentFlags().StringVar(&fleetKubeconfig, "fleet-kubeconfig", os.Getenv("TRELLIS_FLEET_KUBECONFIG"), "kubeconfig of the fleet's (Karmada) apiserver ($TRELLIS_FLEET_KUBECONFIG)")
+
+	install := &cobra.Command{
+		Use:   "install",
+		Short: "Apply the fleet bundle: the workload CRDs, an interpreter customization per kind, the not-Ready taint policy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := kube.Config(fleetKubeconfig, userAgent)
+			if err != nil {
+				return err
+			}
+			n, err := fleet.Install(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "fleet bundle applied: %d objects\n", n)
+			return nil
+		},
+	}
+
+	var file, memberKubeconfig string
+	var wait time.Duration
+	join := &cobra.Command{
+		Use:   "join -f clusters/NAME.yaml --kubeconfig MEMBER",
+		Short: "Join a cluster to the fleet (push mode) under its definition's name, cloud, region and zones",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := definition.Load(file)
+			if err != nil {
+				return err
+			}
+			fcfg, err := kube.Config(fleetKubeconfig, userAgent)
+			if err != nil {
+				return err
+			}
+			mcfg, err := kube.Config(memberKubeconfig, userAgent)
+			if err != nil {
+				return err
+			}
+			if err := fleet.Join(cmd.Context(), fcfg, fleet.Member{Definition: l.ClusterDefinition, Config: mcfg},
+				fleet.JoinOptions{Wait: wait, Log: logger(s)}); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "%s joined the fleet\n", l.Name)
+			return nil
+		},
+	}
+	join.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
+	join.Flags().StringVar(&memberKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the member (default $KUBECONFIG)")
+	join.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the member to be Ready in the fleet (0: do not wait)")
+	_ = join.MarkFlagRequired("file")
+
+	var output string
+	status := &cobra.Command{
+		Use:   "status [-o json]",
+		Short: "The members: Ready, version, nodes, allocated and allocatable capacity, taints",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("unknown --output %q: use table or json", output)
+			}
+			cfg, err := kube.Config(fleetKubeconfig, userAgent)
+			if err != nil {
+				return err
+			}
+			members, err := fleet.Status(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(s.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(members)
+			}
+			return fleet.PrintStatus(s.Out, members)
+		},
+	}
+	status.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+
+	var placements string
+	var dryRun bool
+	place := &cobra.Command{
+		Use:   "place -f placements.yaml [--dry-run]",
+		Short: "Render Trellis placements into Karmada PropagationPolicies and apply them (--dry-run prints them)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ps, err := fleet.LoadPlacements(placements)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				for _, p := range ps {
+					b, err := yaml.Marshal(p.PropagationPolicy().Object)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(s.Out, "---\n%s", b)
+				}
+				return nil
+			}
+			cfg, err := kube.Config(fleetKubeconfig, userAgent)
+			if err != nil {
+				return err
+			}
+			applied, err := fleet.Place(cmd.Context(), cfg, ps)
+			for _, name := range applied {
+				fmt.Fprintf(s.Out, "propagationpolicy %s applied\n", name)
+			}
+			return err
+		},
+	}
+	place.Flags().StringVarP(&placements, "file", "f", "", "placements file")
+	place.Flags().BoolVar(&dryRun, "dry-run", false, "print the policies instead of applying them")
+	_ = place.MarkFlagRequired("file")
+
+	cmd.AddCommand(install, join, status, place, newLocalCommand(s))
+	return cmd
+}
+
+func logger(s streams.Streams) *slog.Logger {
+	return slog.New(slog.NewTextHandler(s.Err, nil))
+}

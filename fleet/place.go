@@ -1,0 +1,42 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/trellis-dev/trellis/fleet/internal/apply"
+	"github.com/trellis-dev/trellis/fleet/karmada"
+)
+
+// Place applies the placements' PropagationPolicies to the fleet and
+// returns their namespace/name. A placement's namespace is created in the
+// fleet when missing (Karmada then creates it in every member).
+func Place(ctx context.Context, cfg *rest.Config, ps []*Placement) ([]string, error) {
+	a, err := apply.New(cfg, karmada.FieldManager)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range ps {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Metadata.Namespace}}
+		if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return out, fmt.Errorf("placement %s/%s: failed to create its namespace: %w", p.Metadata.Namespace, p.Metadata.Name, err)
+		}
+		pp := p.PropagationPolicy()
+		if err := a.Apply(ctx, pp); err != nil {
+			return out, err
+		}
+		out = append(out, pp.GetNamespace()+"/"+pp.GetName())
+	}
+	return out, nil
+}
