@@ -33,10 +33,12 @@ build: ## Build the trellis binaries (static, for the local images) into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION) and the kops CLI into $(TRELLIS_CACHE) (once)
+tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION), the kops CLI, kwok and Karmada $(KARMADA_VERSION) into $(TRELLIS_CACHE) (once)
 	./hack/build-k8s.sh
 	./hack/build-kops.sh
 	./hack/build-coredns.sh
+	./hack/build-kwok.sh >/dev/null
+	./hack/build-karmada.sh >/dev/null
 
 .PHONY: test-deps
 test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, iptables ...); as root, apt-get install the missing ones
@@ -130,6 +132,21 @@ bench-aws-nodes: local ## The node-backed rollout bench: Trellis and kops's Roll
 .PHONY: bench-scale
 bench-scale: tools build ## The 2,500-node / 35,000-pod scale test (kwok): QPS by client, mutating p99, memory, etcd size, _output/bench-scale/scale.png
 	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)
+
+.PHONY: fleet
+fleet: tools build ## A fleet on loopback: Karmada and a member per definition (clusters/prod-us-east-1, staging-us-west-2; kwok nodes, the real trellis-controller), joined (runs until Ctrl-C)
+	./bin/trellis fleet local
+
+FLEET_MEMBERS ?= 3
+FLEET_SERVICES ?= 100
+
+.PHONY: test-fleet
+test-fleet: tools ## The fleet test in full: $(FLEET_MEMBERS) members, $(FLEET_SERVICES) services through a controller-manager kill, every member failed over in turn (make test runs 2 members, 10 services, 1 failover)
+	FLEET_MEMBERS=$(FLEET_MEMBERS) FLEET_SERVICES=$(FLEET_SERVICES) $(GO) test -count=1 -v -timeout 60m -run TestIntegrationFleet ./fleet/localfleet/
+
+.PHONY: bench-fleet
+bench-fleet: tools build ## The fleet bench: 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
+	$(GO) run ./bench/fleet -controller $(BIN)/trellis-controller
 
 .PHONY: fake-aws
 fake-aws: tools build ## Create prod-us-east-1 against kops's AWS fake and apply the addons to a loopback control plane

@@ -20,13 +20,13 @@ var (
 	workGVR    = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha1", Resource: "works"}
 )
 
-// killController: karmada-controller-manager is SIGKILLed while ten
-// services propagate (five created before, five while it is down); once it
-// is back every service is in both members exactly once, with one binding
-// and one Work per member each, and Ready in the fleet.
+// killController: karmada-controller-manager is SIGKILLed while services
+// propagate (half created before, half while it is down); once it is back
+// every service is in every member exactly once, with one binding and one
+// Work per member each, and Ready in the fleet.
 func (e *env) killController(ctx context.Context) {
 	t := e.t
-	const n = 10
+	n := e.services
 	for i := range n {
 		if i == n/2 {
 			if err := e.f.Karmada.KillProcess(karmada.ControllerManager); err != nil {
@@ -34,7 +34,7 @@ func (e *env) killController(ctx context.Context) {
 			}
 			t.Logf("karmada-controller-manager killed after %d of %d services", i, n)
 		}
-		s := gen.Service(fmt.Sprintf("svc-%02d", i), gen.WithNamespace("burst"))
+		s := gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("burst"))
 		s.UID = ""
 		if err := e.fleet.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -44,7 +44,7 @@ func (e *env) killController(ctx context.Context) {
 	if err := e.f.Karmada.StartControllerManager(); err != nil {
 		t.Fatal(err)
 	}
-	took := e.eventually("ten services in both members, Ready in the fleet", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	took := e.eventually("every service in every member, Ready in the fleet", 5*time.Minute, func(ctx context.Context) (bool, error) {
 		for m, c := range e.cs {
 			l := &v1alpha1.TrellisServiceList{}
 			if err := c.List(ctx, l, client.InNamespace("burst")); err != nil {
@@ -59,13 +59,13 @@ func (e *env) killController(ctx context.Context) {
 			return false, err
 		}
 		for _, s := range l.Items {
-			if !ready(s.Status.Conditions) || s.Status.ReadyReplicas != 2 {
+			if !ready(s.Status.Conditions) || s.Status.ReadyReplicas != int32(len(e.members)) {
 				return false, fmt.Errorf("%s: %+v", s.Name, s.Status)
 			}
 		}
 		return true, nil
 	})
-	t.Logf("after the restart, all %d services Ready in both members within %s", n, took.Round(time.Millisecond))
+	t.Logf("after the restart, all %d services Ready in %d members within %s", n, len(e.members), took.Round(time.Millisecond))
 	rbs, err := e.f.Karmada.Dynamic.Resource(bindingGVR).Namespace("burst").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +73,14 @@ func (e *env) killController(ctx context.Context) {
 	if len(rbs.Items) != n {
 		t.Errorf("%d resource bindings in burst, want %d", len(rbs.Items), n)
 	}
-	for _, m := range []string{"east", "west"} {
+	for _, m := range e.members {
 		works, err := e.f.Karmada.Dynamic.Resource(workGVR).Namespace("karmada-es-"+m).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		count := 0
 		for _, w := range works.Items {
-			if w.GetLabels()["resourcebinding.karmada.io/permanent-id"] != "" && isBurst(w.GetAnnotations()) {
+			if isBurst(w.GetAnnotations()) {
 				count++
 			}
 		}
@@ -94,74 +94,145 @@ func isBurst(a map[string]string) bool {
 	return a["resourcebinding.karmada.io/namespace"] == "burst" || a["work.karmada.io/namespace"] == "burst"
 }
 
-// failover: east's apiserver is killed. Karmada marks east not Ready, the
-// fleet's taint policy taints it NoExecute, and after the placement's 5s
-// toleration web's replicas are rescheduled to west. When east comes back
-// nothing moves again: west keeps all six, and east's stale copy is
-// removed.
-func (e *env) failover(ctx context.Context) {
+// failover: the victim's apiserver is SIGKILLed. Karmada marks it not
+// Ready, the fleet's taint policy taints it NoExecute, and after the
+// placement's 5s toleration web's replicas are rescheduled to the others.
+// Throughout, web's serverset (its pods in every member) never holds fewer
+// than its PodDisruptionBudget's minimum. When the victim comes back
+// nothing moves again: the others keep their replicas, and the victim's
+// stale copy is removed.
+func (e *env) failover(ctx context.Context, victim string) {
 	t := e.t
 	key := client.ObjectKey{Namespace: "shop", Name: "web"}
-	east := e.f.Member("east")
-	e.eventually("web at 4/2 before the failover", 30*time.Second, func(ctx context.Context) (bool, error) {
-		ew, err := e.memberReplicas(ctx, "east", key)
+	total := e.webReplicas()
+	// maxUnavailable 25%, rounded up, of the fleet's replicas.
+	minAvailable := total - (total+3)/4
+	var others []string
+	for _, m := range e.members {
+		if m != victim {
+			others = append(others, m)
+		}
+	}
+	othersReady := func(ctx context.Context) (int32, int32, error) {
+		var spec, ready int32
+		for _, m := range others {
+			ts := &v1alpha1.TrellisService{}
+			if err := e.cs[m].Get(ctx, key, ts); err != nil {
+				if client.IgnoreNotFound(err) == nil {
+					continue
+				}
+				return 0, 0, err
+			}
+			spec += *ts.Spec.Replicas
+			ready += ts.Status.ReadyReplicas
+		}
+		return spec, ready, nil
+	}
+	before := map[string]int32{}
+	for _, m := range e.members {
+		n, err := e.memberReplicas(ctx, m, key)
 		if err != nil {
-			return false, err
+			t.Fatal(err)
 		}
-		ww, err := e.memberReplicas(ctx, "west", key)
-		return ew == 4 && ww == 2, fmt.Errorf("east %d, west %d (binding: %s)", ew, ww, e.binding(ctx, &v1alpha1.TrellisService{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}))
-	})
+		before[m] = n
+	}
+	t.Logf("before: %v", before)
+
+	// Sample the serverset every 100ms until the end.
+	stop := make(chan struct{})
+	sampled := make(chan [2]int, 1)
+	go func() {
+		lowest, samples := 1<<30, 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				sampled <- [2]int{lowest, samples}
+				return
+			case <-tick.C:
+			}
+			if m, err := e.serverset("web"); err == nil {
+				lowest = min(lowest, len(m))
+				samples++
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		s := <-sampled
+		t.Logf("web's serverset: %d samples, never under %d (PDB minimum %d)", s[1], s[0], minAvailable)
+		if s[1] == 0 || s[0] < int(minAvailable) {
+			t.Errorf("web's serverset fell to %d members, under the PDB minimum %d (%d samples)", s[0], minAvailable, s[1])
+		}
+	}()
+
+	m := e.f.Member(victim)
 	down := time.Now()
-	east.KillAPIServer()
-	e.eventually("web's 6 replicas Ready in west", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		ts := &v1alpha1.TrellisService{}
-		if err := e.cs["west"].Get(ctx, key, ts); err != nil {
-			return false, err
-		}
-		return *ts.Spec.Replicas == 6 && ts.Status.ReadyReplicas == 6, fmt.Errorf("west web: %d replicas, %d ready", *ts.Spec.Replicas, ts.Status.ReadyReplicas)
+	m.KillAPIServer()
+	e.eventually(fmt.Sprintf("web's %d replicas Ready outside %s", total, victim), 3*time.Minute, func(ctx context.Context) (bool, error) {
+		spec, ready, err := othersReady(ctx)
+		return spec == total && ready == total, fmt.Errorf("others: %d replicas, %d ready (%v)", spec, ready, err)
 	})
-	t.Logf("failover: east's apiserver killed -> web's 6 replicas Ready in west in %s", time.Since(down).Round(time.Millisecond))
+	t.Logf("failover: %s's apiserver killed -> web's %d replicas Ready in %v in %s", victim, total, others, time.Since(down).Round(time.Millisecond))
 	st, err := fleet.Status(ctx, e.f.Karmada.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tainted := false
-	for _, m := range st {
-		for _, tn := range m.Taints {
-			if m.Name == "east" && tn == fleet.NotReadyTaint+":NoExecute" {
+	for _, s := range st {
+		for _, tn := range s.Taints {
+			if s.Name == victim && tn == fleet.NotReadyTaint+":NoExecute" {
 				tainted = true
 			}
 		}
 	}
 	if !tainted {
-		t.Errorf("east not tainted %s: %+v", fleet.NotReadyTaint, st)
+		t.Errorf("%s not tainted %s: %+v", victim, fleet.NotReadyTaint, st)
 	}
 
-	if err := east.StartAPIServer(); err != nil {
+	after := map[string]int32{}
+	for _, o := range others {
+		n, err := e.memberReplicas(ctx, o, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after[o] = n
+	}
+	if err := m.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	if err := fleet.WaitReady(ctx, e.f.Karmada.Config, "east", 2*time.Minute); err != nil {
+	if err := fleet.WaitReady(ctx, e.f.Karmada.Config, victim, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("east Ready in the fleet %s after its apiserver's restart (down %s)", time.Since(back).Round(time.Millisecond), back.Sub(down).Round(time.Second))
-	// For 20s after, west's share never changes and east's stale copy goes.
+	t.Logf("%s Ready in the fleet %s after its apiserver's restart (down %s)", victim, time.Since(back).Round(time.Millisecond), back.Sub(down).Round(time.Second))
+	// For 20s after, the others' shares never change and the victim's stale
+	// copy goes.
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if n, err := e.memberReplicas(ctx, "west", key); err != nil || n != 6 {
-			t.Fatalf("west's web replicas %d (%v) after east came back: replicas moved again", n, err)
+		for _, o := range others {
+			if n, err := e.memberReplicas(ctx, o, key); err != nil || n != after[o] {
+				t.Fatalf("%s's web replicas %d (was %d, %v) after %s came back: replicas moved again", o, n, after[o], err, victim)
+			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	e.eventually("east's stale web removed, 6 Ready in the fleet", time.Minute, func(ctx context.Context) (bool, error) {
-		n, err := e.memberReplicas(ctx, "east", key)
+	e.eventually(victim+"'s stale web removed, all Ready in the fleet", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := e.memberReplicas(ctx, victim, key)
 		if err != nil || n != -1 {
-			return false, fmt.Errorf("east still has web (%d replicas, %v)", n, err)
+			return false, fmt.Errorf("%s still has web (%d replicas, %v)", victim, n, err)
 		}
 		ts := &v1alpha1.TrellisService{}
 		if err := e.fleet.Get(ctx, key, ts); err != nil {
 			return false, err
 		}
-		return ts.Status.ReadyReplicas == 6 && ready(ts.Status.Conditions), fmt.Errorf("fleet web %+v", ts.Status)
+		return ts.Status.ReadyReplicas == total && ready(ts.Status.Conditions), fmt.Errorf("fleet web %+v", ts.Status)
+	})
+	// The victim's pods go once its garbage collector has removed what the
+	// stale copy owned: the serverset is the others' pods alone.
+	e.eventually("web's serverset back to the running replicas", time.Minute, func(ctx context.Context) (bool, error) {
+		members, err := e.serverset("web")
+		return err == nil && len(members) == int(total), fmt.Errorf("%d members (%v), want %d", len(members), err, total)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,11 @@ type Options struct {
 	NodeMemory string
 	// ControllerBinary is the trellis-controller each member runs.
 	ControllerBinary string
+	// ZooKeeper, when set with RegistrarBinary, is the one ensemble every
+	// member's node registrars (one per kwok node) register Ready pods in:
+	// the fleet's single discovery view.
+	ZooKeeper       []string
+	RegistrarBinary string
 	// Karmada tunes the fleet's control plane.
 	Karmada karmada.Options
 	Log     *slog.Logger
@@ -89,7 +95,8 @@ func Up(ctx context.Context, dir string, o Options) (f *Fleet, err error) {
 	var wg sync.WaitGroup
 	for i, def := range o.Members {
 		wg.Go(func() {
-			f.Members[i], errs[i] = startMember(ctx, filepath.Join(dir, def.Name), def, o)
+			// Distinct pod addresses per member: 10.128.0.0/16, 10.129.0.0/16 ...
+			f.Members[i], errs[i] = startMember(ctx, filepath.Join(dir, def.Name), def, fmt.Sprintf("10.%d.0.0/16", 128+i), o)
 		})
 	}
 	wg.Go(func() {
@@ -118,7 +125,7 @@ func Up(ctx context.Context, dir string, o Options) (f *Fleet, err error) {
 	return f, nil
 }
 
-func startMember(ctx context.Context, dir string, def *definition.ClusterDefinition, o Options) (m *Member, err error) {
+func startMember(ctx context.Context, dir string, def *definition.ClusterDefinition, podCIDR string, o Options) (m *Member, err error) {
 	cp, err := controlplane.Start(dir, controlplane.Options{ControllerManager: true, Scheduler: true})
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", def.Name, err)
@@ -153,9 +160,10 @@ func startMember(ctx context.Context, dir string, def *definition.ClusterDefinit
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if err := kwok.Start(cp); err != nil {
+	if err := kwok.Start(cp, podCIDR); err != nil {
 		return nil, err
 	}
+	var nodes []string
 	for i := range o.Nodes {
 		labels := map[string]string{}
 		if len(def.Zones) > 0 {
@@ -164,6 +172,19 @@ func startMember(ctx context.Context, dir string, def *definition.ClusterDefinit
 		n := kwok.Node(fmt.Sprintf("%s-node-%d", def.Name, i), o.NodeCPU, o.NodeMemory, 110, labels)
 		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return nil, err
+		}
+		nodes = append(nodes, n.Name)
+	}
+	if len(o.ZooKeeper) > 0 && o.RegistrarBinary != "" {
+		ports, err := controlplane.FreePorts(len(nodes))
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range nodes {
+			if err := cp.StartProcess("zk-registrar-"+n, o.RegistrarBinary, "--node-name="+n, "--kubeconfig="+cp.Kubeconfig,
+				"--zookeeper="+strings.Join(o.ZooKeeper, ","), fmt.Sprintf("--listen=127.0.0.1:%d", ports[i])); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := m.StartController(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller"
@@ -25,31 +29,65 @@ import (
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/fleet/localfleet"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
+	"github.com/trellis-dev/trellis/internal/testutil/zookeeper"
 )
 
 type env struct {
-	t     *testing.T
-	f     *localfleet.Fleet
-	fleet client.Client
-	cs    map[string]client.Client
+	t       *testing.T
+	f       *localfleet.Fleet
+	fleet   client.Client
+	cs      map[string]client.Client
+	members []string
+	zk      *zk.Conn
+	// services is how many services the controller-manager kill covers.
+	services int
+}
+
+// The members a fleet test may have: make test runs the first two,
+// make test-fleet FLEET_MEMBERS of them.
+var memberDefs = []*definition.ClusterDefinition{
+	{Name: "east", Cloud: definition.CloudKind, Region: "us-east-1", Zones: []string{"us-east-1a", "us-east-1b"}},
+	{Name: "west", Cloud: definition.CloudKind, Region: "us-west-2", Zones: []string{"us-west-2a"}},
+	{Name: "central", Cloud: definition.CloudKind, Region: "eu-central-1", Zones: []string{"eu-central-1a"}},
+	{Name: "south", Cloud: definition.CloudKind, Region: "sa-east-1", Zones: []string{"sa-east-1a"}},
+}
+
+func envInt(t *testing.T, name string, def, lo, hi int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		t.Fatalf("%s=%q: want a number from %d to %d", name, v, lo, hi)
+	}
+	return n
+}
+
+func build(t *testing.T, cmd string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), cmd)
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/"+cmd).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", cmd, err, out)
+	}
+	return bin
 }
 
 func start(t *testing.T) *env {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "trellis-controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/trellis-controller").CombinedOutput(); err != nil {
-		t.Fatalf("build trellis-controller: %v\n%s", err, out)
-	}
+	n := envInt(t, "FLEET_MEMBERS", 2, 2, len(memberDefs))
+	e := &env{t: t, cs: map[string]client.Client{}, services: envInt(t, "FLEET_SERVICES", 10, 2, 1000)}
+	ensemble := zookeeper.Start(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
 	f, err := localfleet.Up(ctx, t.TempDir(), localfleet.Options{
-		Members: []*definition.ClusterDefinition{
-			{Name: "east", Cloud: definition.CloudKind, Region: "us-east-1", Zones: []string{"us-east-1a", "us-east-1b"}},
-			{Name: "west", Cloud: definition.CloudKind, Region: "us-west-2", Zones: []string{"us-west-2a"}},
-		},
+		Members:          memberDefs[:n],
 		Nodes:            2,
-		ControllerBinary: bin,
+		ControllerBinary: build(t, "trellis-controller"),
+		ZooKeeper:        ensemble.Addrs(),
+		RegistrarBinary:  build(t, "trellis-zk-registrar"),
 		Karmada: karmada.Options{Failover: true, ControllerManagerFlags: []string{
 			"--cluster-failure-threshold=4s", "--cluster-success-threshold=4s", "--cluster-monitor-grace-period=20s",
 		}},
@@ -71,8 +109,12 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("local fleet of 2 members up in %s", time.Since(began).Round(time.Millisecond))
-	e := &env{t: t, f: f, cs: map[string]client.Client{}}
+	t.Logf("local fleet of %d members up in %s", n, time.Since(began).Round(time.Millisecond))
+	e.f = f
+	if e.zk, _, err = zk.Connect(ensemble.Addrs(), 10*time.Second, zk.WithLogInfo(false)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.zk.Close)
 	if e.fleet, err = client.New(f.Karmada.Config, client.Options{Scheme: controller.Scheme()}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +122,7 @@ func start(t *testing.T) *env {
 		if e.cs[m.Name], err = client.New(m.Config, client.Options{Scheme: controller.Scheme()}); err != nil {
 			t.Fatal(err)
 		}
+		e.members = append(e.members, m.Name)
 	}
 	return e
 }
@@ -145,12 +188,16 @@ func TestIntegrationFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	weights := "east: 2"
+	for _, m := range e.members[1:] {
+		weights += ", " + m + ": 1"
+	}
 	e.place(ctx, `apiVersion: fleet.trellis.dev/v1alpha1
 kind: Placement
 metadata: {name: web, namespace: shop}
 spec:
   spread: weighted
-  weights: {east: 2, west: 1}
+  weights: {`+weights+`}
   failoverAfter: 5s
 ---
 apiVersion: fleet.trellis.dev/v1alpha1
@@ -175,40 +222,66 @@ spec:
 	t.Run("every kind", func(t *testing.T) { e.t = t; e.everyKind(ctx) })
 	t.Run("member-owned replicas", func(t *testing.T) { e.t = t; e.memberOwned(ctx) })
 	t.Run("controller-manager killed mid-propagation", func(t *testing.T) { e.t = t; e.killController(ctx) })
-	t.Run("failover and return", func(t *testing.T) { e.t = t; e.failover(ctx) })
+	// make test fails one member over; make test-fleet each in turn.
+	victims := e.members[:1]
+	if os.Getenv("FLEET_MEMBERS") != "" {
+		victims = e.members
+	}
+	for _, v := range victims {
+		t.Run("failover and return of "+v, func(t *testing.T) { e.t = t; e.failover(ctx, v) })
+	}
 }
 
-// weights: a TrellisService of 6 divided 2:1, Ready in the fleet once the
-// members' controllers have made it Ready.
+// webReplicas is web's replicas in the fleet: 2 per unit of weight (east
+// 2, the others 1), so east runs 4 and every other member 2.
+func (e *env) webReplicas() int32 { return int32(2 * (len(e.members) + 1)) }
+
+// weights: web divided by weight, Ready in the fleet once the members'
+// controllers have made it Ready, its pods in one ZooKeeper serverset.
 func (e *env) weights(ctx context.Context) {
 	t := e.t
-	web := gen.Service("web", gen.WithNamespace("shop"), gen.WithReplicas(6))
+	total := e.webReplicas()
+	web := gen.Service("web", gen.WithNamespace("shop"), gen.WithReplicas(total))
 	web.UID = ""
 	if err := e.fleet.Create(ctx, web); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(web)
-	took := e.eventually("web divided 4/2 and Ready in the fleet", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		east, err := e.memberReplicas(ctx, "east", key)
-		if err != nil {
-			return false, err
-		}
-		west, err := e.memberReplicas(ctx, "west", key)
-		if err != nil {
-			return false, err
+	took := e.eventually("web divided by weight and Ready in the fleet", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, m := range e.members {
+			n, err := e.memberReplicas(ctx, m, key)
+			if err != nil {
+				return false, err
+			}
+			if want := map[bool]int32{true: 4, false: 2}[m == "east"]; n != want {
+				return false, fmt.Errorf("%s runs %d, want %d", m, n, want)
+			}
 		}
 		got := &v1alpha1.TrellisService{}
 		if err := e.fleet.Get(ctx, key, got); err != nil {
 			return false, err
 		}
 		ready := meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady)
-		if east != 4 || west != 2 || !ready || got.Status.ReadyReplicas != 6 || got.Status.ObservedGeneration != got.Generation {
-			return false, fmt.Errorf("east %d west %d, fleet status %+v", east, west, got.Status)
+		if !ready || got.Status.ReadyReplicas != total || got.Status.ObservedGeneration != got.Generation {
+			return false, fmt.Errorf("fleet status %+v", got.Status)
 		}
 		return true, nil
 	})
-	t.Logf("web: apply at the fleet -> 6 replicas Ready in 2 members in %s", took.Round(time.Millisecond))
-	for _, m := range []string{"east", "west"} {
+	t.Logf("web: apply at the fleet -> %d replicas Ready in %d members in %s", total, len(e.members), took.Round(time.Millisecond))
+	// One discovery view: every member's registrars put web's pods in the
+	// same serverset.
+	e.eventually("web's serverset holds every member's pods", time.Minute, func(ctx context.Context) (bool, error) {
+		members, err := e.serverset("web")
+		if err != nil {
+			return false, err
+		}
+		nets := map[string]int{}
+		for _, m := range members {
+			nets[strings.Join(strings.Split(m.ServiceEndpoint.Host, ".")[:2], ".")]++
+		}
+		return len(members) == int(total) && len(nets) == len(e.members), fmt.Errorf("%d members from pod networks %v", len(members), nets)
+	})
+	for _, m := range e.members {
 		d := &appsv1.Deployment{}
 		if err := e.cs[m].Get(ctx, key, d); err != nil {
 			t.Fatalf("%s: the member's controller made no Deployment: %v", m, err)

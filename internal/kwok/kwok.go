@@ -48,8 +48,9 @@ options:
 `
 
 // Start runs kwok as a process of the control plane (named "kwok"), for
-// the nodes annotated NodeAnnotation=fake.
-func Start(cp *controlplane.ControlPlane) error {
+// the nodes annotated NodeAnnotation=fake, giving pods addresses from
+// podCIDR (clusters that share a discovery view need distinct ones).
+func Start(cp *controlplane.ControlPlane, podCIDR string) error {
 	dir := Dir()
 	bin := filepath.Join(dir, "kwok")
 	if _, err := os.Stat(bin); err != nil {
@@ -61,7 +62,7 @@ func Start(cp *controlplane.ControlPlane) error {
 	}
 	return cp.StartProcess("kwok", bin, "--config="+filepath.Join(dir, "stages.yaml"), "--config="+cfg,
 		"--kubeconfig="+cp.Kubeconfig, "--manage-nodes-with-annotation-selector="+NodeAnnotation+"=fake",
-		"--cidr=10.128.0.0/10", "--node-ip=10.255.255.1", "--server-address=127.0.0.1:0", "--v=WARN")
+		"--cidr="+podCIDR, "--node-ip=10.255.255.1", "--server-address=127.0.0.1:0", "--v=WARN")
 }
 
 // Node is a kwok node with the given allocatable CPU, memory and pods.
