@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -39,4 +40,14 @@ func Place(ctx context.Context, cfg *rest.Config, ps []*Placement) ([]string, er
 		out = append(out, pp.GetNamespace()+"/"+pp.GetName())
 	}
 	return out, nil
+}
+
+// Apply server-side-applies objects (Karmada policies, federated quotas)
+// to the fleet's apiserver as the fleet's field manager.
+func Apply(ctx context.Context, cfg *rest.Config, objs ...*unstructured.Unstructured) error {
+	a, err := apply.New(cfg, karmada.FieldManager)
+	if err != nil {
+		return err
+	}
+	return a.Apply(ctx, objs...)
 }

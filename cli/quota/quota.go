@@ -93,6 +93,6 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		c.Flags().DurationVar(&f.retention, "retention", 30*day, "history read: the peak over it, or (with --forecast) at least 8 weeks of it")
 	}
 	plan.Flags().StringSliceVar(&f.skip, "skip", []string{"kube-system", "kube-public", "kube-node-lease"}, "namespaces without quotas")
-	cmd.AddCommand(sample, plan, apply, watch, report)
+	cmd.AddCommand(sample, plan, apply, watch, report, federateCommand(s))
 	return cmd
 }

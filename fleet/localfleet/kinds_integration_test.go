@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/fleet"
+	"github.com/trellis-dev/trellis/governance/quota"
 	"github.com/trellis-dev/trellis/internal/serverset"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
 )
@@ -102,8 +105,8 @@ func (e *env) everyKind(ctx context.Context) {
 		if err := e.fleet.Get(ctx, client.ObjectKeyFromObject(objs[4]), d); err != nil {
 			return false, err
 		}
-		// 2 kwok nodes in each member.
-		if n := int32(2 * len(e.members)); d.Status.NumberReady != n || d.Status.DesiredNumberScheduled != n || !ready(d.Status.Conditions) {
+		// One pod per kwok node of each member.
+		if n := int32(len(e.members) * (2 + e.services/100)); d.Status.NumberReady != n || d.Status.DesiredNumberScheduled != n || !ready(d.Status.Conditions) {
 			return false, fmt.Errorf("agent: %+v", d.Status)
 		}
 		return true, nil
@@ -212,4 +215,39 @@ func (e *env) serverset(service string) ([]serverset.Member, error) {
 		out = append(out, m...)
 	}
 	return out, nil
+}
+
+// federatedQuota: the quota planner's per-member plans for shop become one
+// FederatedResourceQuota, and Karmada gives every member its share as the
+// ResourceQuota trellis-quota.
+func (e *env) federatedQuota(ctx context.Context) {
+	t := e.t
+	plans := map[string]quota.Plan{}
+	for i, m := range e.members {
+		plans[m] = quota.Plan{Quotas: map[string]map[corev1.ResourceName]resource.Quantity{"shop": {
+			corev1.ResourceRequestsCPU:    resource.MustParse(fmt.Sprintf("%d", 50+i)),
+			corev1.ResourceRequestsMemory: resource.MustParse("100Gi"),
+			corev1.ResourcePods:           resource.MustParse("500"),
+		}}}
+	}
+	fs := quota.Federate(plans, 2)
+	if len(fs) != 1 {
+		t.Fatalf("%d federated quotas, want 1 (shop)", len(fs))
+	}
+	if err := fleet.Apply(ctx, e.f.Karmada.Config, fs[0].Object()); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("every member's share of shop's quota", time.Minute, func(ctx context.Context) (bool, error) {
+		for i, m := range e.members {
+			rq := &corev1.ResourceQuota{}
+			if err := e.cs[m].Get(ctx, client.ObjectKey{Namespace: "shop", Name: quota.Name}, rq); err != nil {
+				return false, fmt.Errorf("%s: %w", m, err)
+			}
+			cpu := rq.Spec.Hard[corev1.ResourceRequestsCPU]
+			if cpu.Value() != int64(50+i) {
+				return false, fmt.Errorf("%s: requests.cpu %s, want %d", m, cpu.String(), 50+i)
+			}
+		}
+		return true, nil
+	})
 }

@@ -69,20 +69,8 @@ const ControllerProcess = "trellis-controller"
 // installs the fleet bundle and joins every member, and returns once each
 // is Ready in the fleet. Stop stops everything.
 func Up(ctx context.Context, dir string, o Options) (f *Fleet, err error) {
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.ControllerBinary == "" {
-		return nil, fmt.Errorf("no trellis-controller binary given (make build puts one in bin/)")
-	}
-	if o.Nodes == 0 {
-		o.Nodes = 3
-	}
-	if o.NodeCPU == "" {
-		o.NodeCPU = "8"
-	}
-	if o.NodeMemory == "" {
-		o.NodeMemory = "32Gi"
+	if err := o.setDefaults(); err != nil {
+		return nil, err
 	}
 	f = &Fleet{Members: make([]*Member, len(o.Members))}
 	defer func() {
@@ -96,7 +84,7 @@ func Up(ctx context.Context, dir string, o Options) (f *Fleet, err error) {
 	for i, def := range o.Members {
 		wg.Go(func() {
 			// Distinct pod addresses per member: 10.128.0.0/16, 10.129.0.0/16 ...
-			f.Members[i], errs[i] = startMember(ctx, filepath.Join(dir, def.Name), def, fmt.Sprintf("10.%d.0.0/16", 128+i), o)
+			f.Members[i], errs[i] = StartMember(ctx, filepath.Join(dir, def.Name), def, fmt.Sprintf("10.%d.0.0/16", 128+i), o)
 		})
 	}
 	wg.Go(func() {
@@ -125,7 +113,33 @@ func Up(ctx context.Context, dir string, o Options) (f *Fleet, err error) {
 	return f, nil
 }
 
-func startMember(ctx context.Context, dir string, def *definition.ClusterDefinition, podCIDR string, o Options) (m *Member, err error) {
+func (o *Options) setDefaults() error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ControllerBinary == "" {
+		return fmt.Errorf("no trellis-controller binary given (make build puts one in bin/)")
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.NodeCPU == "" {
+		o.NodeCPU = "8"
+	}
+	if o.NodeMemory == "" {
+		o.NodeMemory = "32Gi"
+	}
+	return nil
+}
+
+// StartMember starts one member's control plane as Up does (the workload
+// CRDs, kwok nodes with pod addresses from podCIDR, its trellis-controller
+// and registrars) without joining it: benchmarks use one as the baseline
+// of applying to a cluster directly.
+func StartMember(ctx context.Context, dir string, def *definition.ClusterDefinition, podCIDR string, o Options) (m *Member, err error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
 	cp, err := controlplane.Start(dir, controlplane.Options{ControllerManager: true, Scheduler: true})
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", def.Name, err)

@@ -83,8 +83,11 @@ func start(t *testing.T) *env {
 	defer cancel()
 	began := time.Now()
 	f, err := localfleet.Up(ctx, t.TempDir(), localfleet.Options{
-		Members:          memberDefs[:n],
-		Nodes:            2,
+		Members: memberDefs[:n],
+		// Room for every service's pods: kwok nodes of 64 cores, 110 pods.
+		Nodes:            2 + e.services/100,
+		NodeCPU:          "64",
+		NodeMemory:       "256Gi",
 		ControllerBinary: build(t, "trellis-controller"),
 		ZooKeeper:        ensemble.Addrs(),
 		RegistrarBinary:  build(t, "trellis-zk-registrar"),
@@ -221,6 +224,7 @@ spec:
 	t.Run("weights", func(t *testing.T) { e.t = t; e.weights(ctx) })
 	t.Run("every kind", func(t *testing.T) { e.t = t; e.everyKind(ctx) })
 	t.Run("member-owned replicas", func(t *testing.T) { e.t = t; e.memberOwned(ctx) })
+	t.Run("federated quota", func(t *testing.T) { e.t = t; e.federatedQuota(ctx) })
 	t.Run("controller-manager killed mid-propagation", func(t *testing.T) { e.t = t; e.killController(ctx) })
 	// make test fails one member over; make test-fleet each in turn.
 	victims := e.members[:1]
