@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/versions"
 )
 
@@ -29,13 +30,7 @@ func BinDir() string {
 	if d := os.Getenv("TRELLIS_KARMADA_BIN"); d != "" {
 		return d
 	}
-	cache := os.Getenv("TRELLIS_CACHE")
-	if cache == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(d, "trellis")
-		}
-	}
-	return filepath.Join(cache, "karmada", Version)
+	return filepath.Join(controlplane.CacheDir(), "karmada", Version)
 }
 
 // checkInstalled fails, naming the build, when a binary or the manifests

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -32,24 +33,12 @@ func newFiles(dir string) (*files, error) {
 		servingCert: filepath.Join(dir, "apiserver.crt"), servKey: filepath.Join(dir, "apiserver.key"),
 		saKey: filepath.Join(dir, "sa.key"), saPub: filepath.Join(dir, "sa.pub"),
 	}
-	caKey, err := pki.NewKey()
+	ca, err := selfSignedCA("trellis-test-ca", 1)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	caCert, err := pki.SelfSign(&x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "trellis-test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca := &pki.KeyPair{Cert: caCert, Key: caKey}
+	caCert, caKey := ca.Cert, ca.Key.(*ecdsa.PrivateKey)
 	p.ca = ca
 	p.caPEM = pki.EncodeCerts(caCert)
 	if err := fsync.WriteFile(p.caCert, p.caPEM, 0o600); err != nil {
@@ -101,4 +90,26 @@ func newFiles(dir string) (*files, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// selfSignedCA is a CA valid from an hour ago for a day.
+func selfSignedCA(cn string, serial int64) (*pki.KeyPair, error) {
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	cert, err := pki.SelfSign(&x509.Certificate{
+		SerialNumber:          big.NewInt(serial),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}, key)
+	if err != nil {
+		return nil, err
+	}
+	return &pki.KeyPair{Cert: cert, Key: key}, nil
 }

@@ -32,13 +32,20 @@ func BinDir() string {
 	if d := os.Getenv("TRELLIS_K8S_BIN"); d != "" {
 		return d
 	}
-	cache := os.Getenv("TRELLIS_CACHE")
-	if cache == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(d, "trellis")
-		}
+	return filepath.Join(CacheDir(), "k8s", KubernetesVersion)
+}
+
+// CacheDir is where `make tools` builds into: $TRELLIS_CACHE, by default
+// ~/.cache/trellis.
+func CacheDir() string {
+	if d := os.Getenv("TRELLIS_CACHE"); d != "" {
+		return d
 	}
-	return filepath.Join(cache, "k8s", KubernetesVersion)
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "trellis-cache")
+	}
+	return filepath.Join(d, "trellis")
 }
 
 // Options choose which components run beside etcd and the apiserver.

@@ -72,28 +72,15 @@ func issue(ca *pki.KeyPair, dir, name string, tmpl *x509.Certificate) (cert, key
 // certificate kube-apiserver presents to aggregated apiservers, and returns
 // the kube-apiserver flags that use them (as kubeadm sets them).
 func frontProxy(dir string) ([]string, error) {
-	k, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caCert, err := pki.SelfSign(&x509.Certificate{
-		SerialNumber:          big.NewInt(serials.Add(1)),
-		Subject:               pkix.Name{CommonName: "trellis-test-front-proxy-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}, k)
+	ca, err := selfSignedCA("trellis-test-front-proxy-ca", serials.Add(1))
 	if err != nil {
 		return nil, err
 	}
 	caFile := filepath.Join(dir, "front-proxy-ca.crt")
-	if err := pki.WritePEM(caFile, "CERTIFICATE", caCert.Raw); err != nil {
+	if err := pki.WritePEM(caFile, "CERTIFICATE", ca.Cert.Raw); err != nil {
 		return nil, err
 	}
-	cert, key, err := issue(&pki.KeyPair{Cert: caCert, Key: k}, dir, "front-proxy-client", &x509.Certificate{
+	cert, key, err := issue(ca, dir, "front-proxy-client", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "front-proxy-client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})

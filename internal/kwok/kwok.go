@@ -26,13 +26,7 @@ func Dir() string {
 	if d := os.Getenv("TRELLIS_KWOK_DIR"); d != "" {
 		return d
 	}
-	cache := os.Getenv("TRELLIS_CACHE")
-	if cache == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(d, "trellis")
-		}
-	}
-	return filepath.Join(cache, "kwok", versions.Kwok)
+	return filepath.Join(controlplane.CacheDir(), "kwok", versions.Kwok)
 }
 
 // config: pod and node stages in parallel, and node leases renewed as
