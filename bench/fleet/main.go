@@ -31,7 +31,6 @@ type options struct {
 	nodes      int
 	controller string
 	failover   bool
-	stock      bool
 }
 
 func main() {
@@ -41,7 +40,6 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 20, "kwok nodes per member (64 cores, 110 pods each)")
 	flag.StringVar(&o.controller, "controller", "bin/trellis-controller", "the trellis-controller binary")
 	flag.BoolVar(&o.failover, "failover", true, "kill a member's apiserver after the first count and time the failover")
-	flag.BoolVar(&o.stock, "stock-queues", false, "run Karmada with its own work-queue settings instead of Trellis's (karmada.Tuned)")
 	flag.Parse()
 	for _, c := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -73,7 +71,7 @@ func run(ctx context.Context, o options) error {
 		},
 		Nodes: o.nodes, NodeCPU: "64", NodeMemory: "512Gi", ControllerBinary: o.controller, Log: log,
 		// Production's cluster health periods (Karmada's defaults).
-		Karmada: karmada.Options{Failover: true, StockQueues: o.stock},
+		Karmada: karmada.Options{Failover: true},
 	}
 	began := time.Now()
 	f, err := localfleet.Up(ctx, filepath.Join(dir, "fleet"), lo)
@@ -86,11 +84,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer direct.Stop()
-	queues := "Trellis's (karmada.Tuned)"
-	if o.stock {
-		queues = "Karmada's stock"
-	}
-	fmt.Printf("fleet of 2 members (%d kwok nodes each) and a standalone member up in %s; Karmada's work queues: %s\n", o.nodes, time.Since(began).Round(time.Second), queues)
+	fmt.Printf("fleet of 2 members (%d kwok nodes each) and a standalone member up in %s\n", o.nodes, time.Since(began).Round(time.Second))
 
 	b := &bench{f: f, direct: direct}
 	var rows []row

@@ -38,11 +38,6 @@ type Options struct {
 	// ControllerManagerFlags are extra karmada-controller-manager flags
 	// (e.g. shorter cluster health periods for tests).
 	ControllerManagerFlags []string
-	// StockQueues runs the controller-manager and scheduler with Karmada's
-	// own work-queue settings (5 workers per controller, queues drained at
-	// 10 items/s after a burst of 100) instead of Trellis's (Tuned), for
-	// benchmarks that compare the two.
-	StockQueues bool
 	// Log receives progress (nil: discarded).
 	Log *slog.Logger
 }
@@ -200,26 +195,12 @@ func (cp *ControlPlane) startWebhook(ctx context.Context, webhookURL string) err
 	return cp.Applier.Apply(ctx, cfgs...)
 }
 
-// Tuned are the work-queue settings Trellis runs Karmada's controllers
-// with: Karmada's defaults drain every queue at 10 items/s once a burst of
-// 100 is spent, so 1,000 workloads applied at once wait minutes in each
-// stage (template, binding, scheduling, Work) and a failover of hundreds
-// queues the same way. Measured by bench/fleet.
-var Tuned = struct{ Queue, Workers []string }{
-	Queue:   []string{"--rate-limiter-qps=500", "--rate-limiter-bucket-size=2000"},
-	Workers: []string{"--concurrent-resource-template-syncs=20", "--concurrent-resourcebinding-syncs=20", "--concurrent-work-syncs=20"},
-}
-
 // StartScheduler (re)starts karmada-scheduler.
 func (cp *ControlPlane) StartScheduler() error {
-	args := append(cp.kubeconfigFlags(),
+	return cp.StartProcess(Scheduler, filepath.Join(cp.bin, Scheduler), append(cp.kubeconfigFlags(),
 		"--leader-elect=false", "--metrics-bind-address=0",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["scheduler-health"]),
-		"--kube-api-qps=200", "--kube-api-burst=400")
-	if !cp.opts.StockQueues {
-		args = append(args, Tuned.Queue...)
-	}
-	return cp.StartProcess(Scheduler, filepath.Join(cp.bin, Scheduler), args...)
+		"--kube-api-qps=200", "--kube-api-burst=400")...)
 }
 
 // StartControllerManager (re)starts karmada-controller-manager; a fault
@@ -233,10 +214,6 @@ func (cp *ControlPlane) StartControllerManager() error {
 		"--cluster-api-qps=200", "--cluster-api-burst=400")
 	if cp.opts.Failover {
 		args = append(args, "--feature-gates=Failover=true", "--enable-no-execute-taint-eviction=true")
-	}
-	if !cp.opts.StockQueues {
-		args = append(args, Tuned.Queue...)
-		args = append(args, Tuned.Workers...)
 	}
 	args = append(args, cp.opts.ControllerManagerFlags...)
 	return cp.StartProcess(ControllerManager, filepath.Join(cp.bin, ControllerManager), args...)
