@@ -50,10 +50,9 @@ type ControlPlane struct {
 	Dynamic dynamic.Interface
 	Applier *apply.Applier
 
-	bin       string
-	opts      Options
-	ports     map[string]int
-	webhookCA []byte
+	bin   string
+	opts  Options
+	ports map[string]int
 }
 
 // ClusterGVR is cluster.karmada.io/v1alpha1 clusters, served by the
@@ -114,8 +113,8 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 	if err := cp.Applier.Apply(ctx, crdObjs...); err != nil {
 		return nil, err
 	}
-	if out, err := plane.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		return nil, fmt.Errorf("karmada CRDs not established: %w\n%s", err, out)
+	if err := apply.WaitEstablished(ctx, plane.Config, crdObjs); err != nil {
+		return nil, fmt.Errorf("karmada CRDs not established: %w", err)
 	}
 	opts.Log.Info("karmada CRDs established", "crds", len(crdObjs), "elapsed", time.Since(started).Round(time.Millisecond))
 

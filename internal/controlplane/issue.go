@@ -14,10 +14,12 @@ import (
 )
 
 // serials numbers the certificates issued after the first two (the CA's
-// and the apiserver's).
-var serials atomic.Int64
-
-func init() { serials.Store(100) }
+// and the apiserver's): 101, 102 ...
+var serials = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(100)
+	return &n
+}()
 
 // CAPEM is the control plane's CA certificate (PEM): it signs the
 // apiserver's serving certificate and those IssueServing makes.
