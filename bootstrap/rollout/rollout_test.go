@@ -218,10 +218,20 @@ func (e *env) eventually(what string, timeout time.Duration, cond func() bool) {
 }
 
 // instances returns every group's instances.
-func (e *env) instances() map[string][]rollout.Instance {
+func (e *env) instances() map[string][]rollout.Instance { return e.instancesWithin(0) }
+
+// instancesWithin bounds each group's call to d (0: unbounded). The
+// simulated kubelets bound theirs: one emulator call that hangs on a loaded
+// machine must not stop them (terminating pods would stay on their nodes).
+func (e *env) instancesWithin(d time.Duration) map[string][]rollout.Instance {
 	out := map[string][]rollout.Instance{}
 	for g := range e.groups {
-		insts, _, err := e.aws.Instances(context.Background(), g)
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if d > 0 {
+			ctx, cancel = context.WithTimeout(ctx, d)
+		}
+		insts, _, err := e.aws.Instances(ctx, g)
+		cancel()
 		if err == nil {
 			out[g] = insts
 		}
@@ -236,7 +246,8 @@ func (e *env) instances() map[string][]rollout.Instance {
 func (e *env) kubelet(ctx context.Context) {
 	for ctx.Err() == nil {
 		live := map[string]bool{}
-		for g, insts := range e.instances() {
+		insts := e.instancesWithin(10 * time.Second)
+		for g, insts := range insts {
 			for _, in := range insts {
 				live[in.ID] = true
 				e.mu.Lock()
@@ -266,7 +277,7 @@ func (e *env) kubelet(ctx context.Context) {
 			}
 		}
 		nodes, err := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err == nil {
+		if err == nil && len(insts) == len(e.groups) {
 			for _, n := range nodes.Items {
 				id := n.Spec.ProviderID[strings.LastIndexByte(n.Spec.ProviderID, '/')+1:]
 				if !live[id] {
