@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
@@ -230,9 +232,15 @@ func (e *env) failover(ctx context.Context, victim string) {
 		return ts.Status.ReadyReplicas == total && ready(ts.Status.Conditions), fmt.Errorf("fleet web %+v", ts.Status)
 	})
 	// The victim's pods go once its garbage collector has removed what the
-	// stale copy owned: the serverset is the others' pods alone.
-	e.eventually("web's serverset back to the running replicas", time.Minute, func(ctx context.Context) (bool, error) {
+	// stale copy owned (on a loaded machine that took a minute to start):
+	// the serverset is the others' pods alone.
+	e.eventually("web's serverset back to the running replicas", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		members, err := e.serverset("web")
-		return err == nil && len(members) == int(total), fmt.Errorf("%d members (%v), want %d", len(members), err, total)
+		if err == nil && len(members) == int(total) {
+			return true, nil
+		}
+		pods := &corev1.PodList{}
+		perr := e.cs[victim].List(ctx, pods, client.InNamespace("shop"), client.MatchingLabels(inject.SelectorLabels("TrellisService", "web")))
+		return false, fmt.Errorf("%d members (%v), want %d; %d of web's pods left in %s (%v)", len(members), err, total, len(pods.Items), victim, perr)
 	})
 }
