@@ -52,13 +52,16 @@ func newLocalCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer f.Stop()
+			defer func() {
+				f.Stop()
+				_ = os.RemoveAll(dir)
+			}()
 			fmt.Fprintf(s.Out, "\nLocal fleet up in %s: Karmada and %d members.\n", time.Since(began).Round(time.Second), len(f.Members))
 			fmt.Fprintf(s.Out, "  export TRELLIS_FLEET_KUBECONFIG=%s\n", f.Karmada.Kubeconfig)
 			for _, m := range f.Members {
 				fmt.Fprintf(s.Out, "  member %s: --kubeconfig %s\n", m.Name, m.Kubeconfig)
 			}
-			fmt.Fprintf(s.Out, "  trellis fleet status\n  trellis fleet place -f config/samples/fleet/placements.yaml\n  kubectl --kubeconfig $TRELLIS_FLEET_KUBECONFIG apply -f config/samples/fleet/\n")
+			fmt.Fprintf(s.Out, "  trellis fleet status\n  trellis fleet place -f config/samples/fleet/placements.yaml\n  kubectl --kubeconfig $TRELLIS_FLEET_KUBECONFIG apply -f config/samples/fleet/workloads.yaml\n")
 			fmt.Fprintln(s.Out, "Ctrl-C stops it.")
 			<-cmd.Context().Done()
 			return nil
