@@ -4,25 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
+	"github.com/trellis-dev/trellis/internal/kubeapply"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -37,7 +32,7 @@ const FieldManager = "trellis-addons"
 type Applier struct {
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
-	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	kube    *kubeapply.Applier
 	Out     io.Writer
 	// Wait is how long each addon's workloads may take to become ready
 	// before the next addon is applied (0: do not wait; a cluster without
@@ -56,12 +51,12 @@ func NewApplier(cfg *rest.Config, out io.Writer) (*Applier, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := dynamic.NewForConfig(cfg)
+	k, err := kubeapply.New(cfg, FieldManager)
 	if err != nil {
 		return nil, err
 	}
-	return &Applier{Client: c, Dynamic: d, Out: out,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Discovery()))}, nil
+	k.DefaultNamespace = Namespace
+	return &Applier{Client: c, Dynamic: k.Dynamic, kube: k, Out: out}, nil
 }
 
 // Result says what Apply did per addon: applied or unchanged.
@@ -164,89 +159,19 @@ func (a *Applier) ensureSecrets(ctx context.Context) error {
 
 func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
 	// CRDs first, then wait until they are served.
-	var crds, rest []*unstructured.Unstructured
-	for _, o := range r.Objects {
-		if o.GetKind() == "CustomResourceDefinition" {
-			crds = append(crds, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
-	for _, o := range crds {
-		if err := a.apply(ctx, o); err != nil {
-			return err
-		}
-	}
-	if len(crds) > 0 {
-		if err := a.waitEstablished(ctx, crds); err != nil {
-			return err
-		}
-		a.mapper.Reset()
-	}
-	for _, o := range rest {
-		if err := a.apply(ctx, o); err != nil {
-			return err
-		}
+	if err := a.kube.ApplyCRDsFirst(ctx, r.Objects...); err != nil {
+		return err
 	}
 	if a.Wait > 0 {
-		return a.waitReady(ctx, rest)
-	}
-	return nil
-}
-
-func (a *Applier) resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := o.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ns := o.GetNamespace()
-		if ns == "" {
-			ns = Namespace
-		}
-		return a.Dynamic.Resource(m.Resource).Namespace(ns), nil
-	}
-	return a.Dynamic.Resource(m.Resource), nil
-}
-
-func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured) error {
-	ri, err := a.resource(o)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(o.Object)
-	if err != nil {
-		return err
-	}
-	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}); err != nil {
-		return fmt.Errorf("failed to apply %s %s: %w", o.GetKind(), o.GetName(), err)
-	}
-	return nil
-}
-
-func (a *Applier) waitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, c := range crds {
-			got, err := a.Dynamic.Resource(gvr).Get(ctx, c.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			ok := false
-			for _, cond := range conds {
-				m, _ := cond.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					ok = true
-				}
-			}
-			if !ok {
-				return false, nil
+		var workloads []*unstructured.Unstructured
+		for _, o := range r.Objects {
+			if o.GetKind() != "CustomResourceDefinition" {
+				workloads = append(workloads, o)
 			}
 		}
-		return true, nil
-	})
+		return a.waitReady(ctx, workloads)
+	}
+	return nil
 }
 
 // waitReady waits for the addon's Deployments, DaemonSets and StatefulSets.

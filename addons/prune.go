@@ -114,7 +114,7 @@ func (a *Applier) Diff(ctx context.Context, rendered []Rendered) ([]Change, erro
 	for _, r := range rendered {
 		for _, o := range r.Objects {
 			k := objKey(o.GetKind(), o.GetNamespace(), o.GetName())
-			ri, err := a.resource(o)
+			ri, err := a.kube.Resource(o)
 			if err != nil {
 				// A kind the cluster does not serve yet (its CRD comes
 				// with this bundle): the object would be created.

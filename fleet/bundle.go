@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/config"
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/fleet/karmada"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
 
 // Bundle is what the fleet's apiserver needs to take Trellis workloads:
@@ -56,21 +56,7 @@ func Install(ctx context.Context, fleet *rest.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var crds, rest []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "CustomResourceDefinition" {
-			crds = append(crds, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
-	if err := a.Apply(ctx, crds...); err != nil {
-		return 0, err
-	}
-	if err := apply.WaitEstablished(ctx, fleet, crds); err != nil {
-		return 0, err
-	}
-	if err := a.Apply(ctx, rest...); err != nil {
+	if err := a.ApplyCRDsFirst(ctx, objs...); err != nil {
 		return 0, err
 	}
 	return len(objs), nil

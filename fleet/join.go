@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/fleet/karmada"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
 
 // On a member, the fleet's identity: Karmada's controllers reach the member

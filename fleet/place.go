@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/fleet/karmada"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
 
 // Place applies the placements' PropagationPolicies to the fleet and

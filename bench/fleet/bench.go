@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -218,11 +219,11 @@ func summarize(mode string, n int, created, ready map[string]time.Time, before, 
 func requests(ctx context.Context, servers map[string]*rest.Config) (map[string]float64, error) {
 	out := map[string]float64{}
 	for name, cfg := range servers {
-		c, err := rest.RESTClientFor(restForMetrics(cfg))
+		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		body, err := c.Get().AbsPath("/metrics").DoRaw(ctx)
+		body, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%s /metrics: %w", name, err)
 		}
@@ -238,14 +239,6 @@ func requests(ctx context.Context, servers map[string]*rest.Config) (map[string]
 		}
 	}
 	return out, nil
-}
-
-func restForMetrics(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.APIPath = "/api"
-	c.NegotiatedSerializer = clientScheme()
-	return c
 }
 
 // failover kills east's apiserver and times until west runs every

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
 
 // Namespaces Karmada keeps its own objects in: its components' leases and
@@ -110,11 +110,8 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 	if err != nil {
 		return nil, err
 	}
-	if err := cp.Applier.Apply(ctx, crdObjs...); err != nil {
-		return nil, err
-	}
-	if err := apply.WaitEstablished(ctx, plane.Config, crdObjs); err != nil {
-		return nil, fmt.Errorf("karmada CRDs not established: %w", err)
+	if err := cp.Applier.ApplyCRDsFirst(ctx, crdObjs...); err != nil {
+		return nil, fmt.Errorf("karmada CRDs: %w", err)
 	}
 	opts.Log.Info("karmada CRDs established", "crds", len(crdObjs), "elapsed", time.Since(started).Round(time.Millisecond))
 

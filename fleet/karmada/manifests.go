@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
 
 // The manifests hack/build-karmada.sh copies from the Karmada module, under

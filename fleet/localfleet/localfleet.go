@@ -21,9 +21,9 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/fleet"
-	"github.com/trellis-dev/trellis/fleet/internal/apply"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 	"github.com/trellis-dev/trellis/internal/kwok"
 )
 
@@ -165,10 +165,7 @@ func StartMember(ctx context.Context, dir string, def *definition.ClusterDefinit
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Apply(ctx, onlyCRDs...); err != nil {
-		return nil, err
-	}
-	if err := apply.WaitEstablished(ctx, cp.Config, onlyCRDs); err != nil {
+	if err := a.ApplyCRDsFirst(ctx, onlyCRDs...); err != nil {
 		return nil, err
 	}
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -72,7 +72,6 @@ func Node(name, cpu, memory string, pods int64, labels map[string]string) *corev
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: map[string]string{NodeAnnotation: "fake"}},
-		Spec:       corev1.NodeSpec{Taints: nil},
 		Status:     corev1.NodeStatus{Allocatable: alloc, Capacity: alloc},
 	}
 }

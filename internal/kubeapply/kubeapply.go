@@ -1,7 +1,8 @@
-// Package apply applies unstructured objects with server-side apply, for
-// the fleet's manifests: Karmada's own, rendered policies and interpreter
-// customizations.
-package apply
+// Package kubeapply applies unstructured objects with server-side apply:
+// the addon bundle's manifests, and the fleet's (Karmada's own, rendered
+// policies, interpreter customizations). It maps kinds through discovery,
+// reads multi-document YAML and waits for CRDs to be served.
+package kubeapply
 
 import (
 	"bytes"
@@ -31,6 +32,9 @@ type Applier struct {
 	mapper  *restmapper.DeferredDiscoveryRESTMapper
 	// FieldManager owns the applied fields.
 	FieldManager string
+	// DefaultNamespace is where a namespaced object without a namespace
+	// goes (empty: the object's own, which then must be set).
+	DefaultNamespace string
 }
 
 // New connects to the apiserver of cfg.
@@ -81,10 +85,14 @@ func (a *Applier) Resource(o *unstructured.Unstructured) (dynamic.ResourceInterf
 		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return a.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+		ns := o.GetNamespace()
+		if ns == "" {
+			ns = a.DefaultNamespace
+		}
+		return a.Dynamic.Resource(m.Resource).Namespace(ns), nil
 	}
 	return a.Dynamic.Resource(m.Resource), nil
 }
@@ -120,16 +128,35 @@ func name(o *unstructured.Unstructured) string {
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// WaitEstablished waits until every CRD of crds is Established.
-func WaitEstablished(ctx context.Context, cfg *rest.Config, crds []*unstructured.Unstructured) error {
-	d, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
+// ApplyCRDsFirst applies the CRDs among objs, waits until they are
+// served, then applies the rest (which may be their custom resources).
+func (a *Applier) ApplyCRDsFirst(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
 	}
+	if len(crds) > 0 {
+		if err := a.Apply(ctx, crds...); err != nil {
+			return err
+		}
+		if err := a.WaitEstablished(ctx, crds); err != nil {
+			return err
+		}
+		a.mapper.Reset()
+	}
+	return a.Apply(ctx, rest...)
+}
+
+// WaitEstablished waits until every CRD of crds is Established.
+func (a *Applier) WaitEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
 	for _, crd := range crds {
 		var last string
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := d.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			got, err := a.Dynamic.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
 			if err != nil {
 				last = err.Error()
 				return false, nil
