@@ -3,7 +3,14 @@ package localfleet_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,5 +249,44 @@ func (e *env) failover(ctx context.Context, victim string) {
 		pods := &corev1.PodList{}
 		perr := e.cs[victim].List(ctx, pods, client.InNamespace("shop"), client.MatchingLabels(inject.SelectorLabels("TrellisService", "web")))
 		return false, fmt.Errorf("%d members (%v), want %d; %d of web's pods left in %s (%v)", len(members), err, total, len(pods.Items), victim, perr)
-	})
+	}, func() { e.explainLeftovers(ctx, victim, "shop") })
+}
+
+// explainLeftovers logs what a member still has in a namespace (owners and
+// deletion marks) and its garbage collector's log lines, so a failure says
+// which link of owner -> Deployment -> ReplicaSet -> Pod held.
+func (e *env) explainLeftovers(ctx context.Context, member, ns string) {
+	t := e.t
+	lists := []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.ReplicaSetList{}, &corev1.PodList{}}
+	for _, l := range lists {
+		if err := e.cs[member].List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Logf("%s: list %T: %v", member, l, err)
+			continue
+		}
+		_ = meta.EachListItem(l, func(o runtime.Object) error {
+			m := o.(client.Object)
+			var owners []string
+			for _, r := range m.GetOwnerReferences() {
+				owners = append(owners, r.Kind+"/"+r.Name+"/"+string(r.UID))
+			}
+			t.Logf("%s: %T %s owners=%v deleting=%v finalizers=%v", member, o, m.GetName(), owners, m.GetDeletionTimestamp() != nil, m.GetFinalizers())
+			return nil
+		})
+	}
+	m := e.f.Member(member)
+	b, err := os.ReadFile(filepath.Join(m.Dir, "kube-controller-manager.log"))
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	var gc []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(strings.ToLower(l), "garbage") || strings.Contains(l, "graph_builder") {
+			gc = append(gc, l)
+		}
+	}
+	if len(gc) > 40 {
+		gc = gc[len(gc)-40:]
+	}
+	t.Logf("%s's garbage collector log:\n%s", member, strings.Join(gc, "\n"))
 }

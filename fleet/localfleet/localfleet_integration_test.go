@@ -130,7 +130,9 @@ func start(t *testing.T) *env {
 	return e
 }
 
-func (e *env) eventually(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) time.Duration {
+// eventually polls cond until it holds; otherwise it runs explain (if
+// given) and fails the test with cond's last error.
+func (e *env) eventually(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error), explain ...func()) time.Duration {
 	e.t.Helper()
 	began := time.Now()
 	var last error
@@ -148,6 +150,9 @@ func (e *env) eventually(what string, timeout time.Duration, cond func(ctx conte
 		return ok, nil
 	})
 	if err != nil {
+		for _, f := range explain {
+			f()
+		}
 		e.t.Fatalf("%s: not within %s (last: %v)", what, timeout, last)
 	}
 	return time.Since(began)

@@ -1,13 +1,15 @@
 // Package apply writes owned objects with as few API calls as it can: a
 // create for a new object, nothing when the live object already matches, and
 // a server-side apply (one field manager, forced) to repair drift. Objects
-// with the same name that the owner does not control are left alone.
+// with the same name that the owner does not control are left alone, and
+// nothing is created for an owner the apiserver no longer has.
 package apply
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -29,6 +31,45 @@ const FieldManager = "trellis-controller"
 // not controlled by the owner: it is reported, never overwritten.
 var ErrNotOwned = errors.New("exists and is not owned by this workload")
 
+// ErrOwnerGone is wrapped when the cache still has the owner but the
+// apiserver does not (or has it being deleted, or under a new UID): nothing
+// is created for it. A controller whose watch is behind (an apiserver that
+// restarted) would otherwise create children the garbage collector deletes
+// at once, over and over, and a child recreated under the name of one just
+// deleted can hide that deletion from an informer that was disconnected,
+// leaving the first child's pods behind for good.
+var ErrOwnerGone = errors.New("owner is no longer in the apiserver")
+
+// OwnerCheck is run before a create; nil means no check.
+type OwnerCheck func(context.Context) error
+
+// OwnerLive returns an OwnerCheck that reads the owner from the apiserver
+// (not the cache) once, on the first create of a pass, as the kube
+// controllers recheck an owner before adopting: the owner must be there,
+// with the same UID, and not being deleted.
+func OwnerLive(apiReader client.Reader, owner client.Object) OwnerCheck {
+	var (
+		once sync.Once
+		err  error
+	)
+	return func(ctx context.Context) error {
+		once.Do(func() {
+			fresh := owner.DeepCopyObject().(client.Object)
+			switch getErr := apiReader.Get(ctx, client.ObjectKeyFromObject(owner), fresh); {
+			case apierrors.IsNotFound(getErr):
+				err = fmt.Errorf("%s %s: %w", kindOf(owner), owner.GetName(), ErrOwnerGone)
+			case getErr != nil:
+				err = fmt.Errorf("failed to read %s %s: %w", kindOf(owner), owner.GetName(), getErr)
+			case fresh.GetUID() != owner.GetUID():
+				err = fmt.Errorf("%s %s (uid %s, now %s): %w", kindOf(owner), owner.GetName(), owner.GetUID(), fresh.GetUID(), ErrOwnerGone)
+			case fresh.GetDeletionTimestamp() != nil:
+				err = fmt.Errorf("%s %s is being deleted: %w", kindOf(owner), owner.GetName(), ErrOwnerGone)
+			}
+		})
+		return err
+	}
+}
+
 // Result says what Ensure did.
 type Result string
 
@@ -40,9 +81,10 @@ const (
 
 // Ensure makes the live object match desired. cache is the informer cache;
 // apiReader reads the apiserver directly and is used only when a create
-// finds the object already there; writes go through c.
-func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
-	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired)
+// finds the object already there; writes go through c. check (if not nil)
+// runs before a create.
+func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object, check OwnerCheck) (Result, error) {
+	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired, check)
 	if err != nil || created {
 		return createdResult(created), err
 	}
@@ -65,8 +107,8 @@ func Ensure(ctx context.Context, c client.Client, cache, apiReader client.Reader
 // EnsureCreated makes sure the object exists and is ours, and never changes
 // it afterwards: for objects whose spec is immutable once created (Jobs,
 // PersistentVolumeClaims).
-func EnsureCreated(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object) (Result, error) {
-	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired)
+func EnsureCreated(ctx context.Context, c client.Client, cache, apiReader client.Reader, owner metav1.Object, desired client.Object, check OwnerCheck) (Result, error) {
+	live, created, err := getOrCreate(ctx, c, cache, apiReader, desired, check)
 	if err != nil || created {
 		return createdResult(created), err
 	}
@@ -80,7 +122,7 @@ func EnsureCreated(ctx context.Context, c client.Client, cache, apiReader client
 // have it. A create that finds the object already there is either someone
 // else's object (the cache holds only what Trellis manages) or ours, created
 // a moment ago and not yet seen by the informer: the apiserver settles it.
-func getOrCreate(ctx context.Context, c client.Client, cache, apiReader client.Reader, desired client.Object) (client.Object, bool, error) {
+func getOrCreate(ctx context.Context, c client.Client, cache, apiReader client.Reader, desired client.Object, check OwnerCheck) (client.Object, bool, error) {
 	live := desired.DeepCopyObject().(client.Object)
 	err := cache.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if err == nil {
@@ -88,6 +130,11 @@ func getOrCreate(ctx context.Context, c client.Client, cache, apiReader client.R
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, false, fmt.Errorf("failed to read %s %s: %w", kindOf(desired), desired.GetName(), err)
+	}
+	if check != nil {
+		if err := check(ctx); err != nil {
+			return nil, false, fmt.Errorf("not creating %s %s: %w", kindOf(desired), desired.GetName(), err)
+		}
 	}
 	err = c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldManager))
 	if err == nil {

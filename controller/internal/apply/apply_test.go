@@ -48,7 +48,7 @@ func TestEnsureStaleCache(t *testing.T) {
 	}
 	server := fake.NewClientBuilder().WithObjects(desired.DeepCopy()).Build()
 	emptyCache := fake.NewClientBuilder().Build()
-	res, err := Ensure(ctx, server, emptyCache, server, owner, desired.DeepCopy())
+	res, err := Ensure(ctx, server, emptyCache, server, owner, desired.DeepCopy(), nil)
 	if err != nil || res != Unchanged {
 		t.Fatalf("got %q, %v; want unchanged", res, err)
 	}
@@ -56,7 +56,7 @@ func TestEnsureStaleCache(t *testing.T) {
 	foreign := desired.DeepCopy()
 	foreign.OwnerReferences = nil
 	server = fake.NewClientBuilder().WithObjects(foreign).Build()
-	if _, err := Ensure(ctx, server, emptyCache, server, owner, desired.DeepCopy()); !errors.Is(err, ErrNotOwned) {
+	if _, err := Ensure(ctx, server, emptyCache, server, owner, desired.DeepCopy(), nil); !errors.Is(err, ErrNotOwned) {
 		t.Fatalf("want ErrNotOwned, got %v", err)
 	}
 }

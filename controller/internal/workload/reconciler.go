@@ -9,10 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trellis-dev/trellis/controller/inject"
+	"github.com/trellis-dev/trellis/controller/internal/apply"
 )
+
+// ownerGoneRetry is when a workload the cache has but the apiserver does not
+// is looked at again, should no watch event come first.
+const ownerGoneRetry = 5 * time.Second
 
 // ProfileSource yields the runtime profile.
 type ProfileSource interface {
@@ -101,6 +107,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		// A step's objects are independent: they are ensured concurrently,
 		// so a step costs one round trip, not one per object.
 		res, err := EnsureAll(ctx, r.env.Clients, obj, objs, r.createOnly)
+		if errors.Is(err, apply.ErrOwnerGone) {
+			// The cache is behind the apiserver (a watch reconnecting):
+			// its delete or update event brings this object back.
+			log.FromContext(ctx).Info("not creating children: the cache is behind", "reason", err.Error())
+			return reconcile.Result{RequeueAfter: ownerGoneRetry}, nil
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}

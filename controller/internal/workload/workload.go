@@ -22,7 +22,8 @@ import (
 )
 
 // Clients are what a reconciler talks to: writes, the informer cache, and the
-// apiserver directly (only to settle a create that finds its object).
+// apiserver directly (only around a create: the owner is still there, and a
+// create that finds its object).
 type Clients struct {
 	Client    client.Client
 	Cache     client.Reader
@@ -39,12 +40,18 @@ type EnsureResult struct {
 }
 
 // EnsureAll ensures every object concurrently. createOnly objects are never
-// changed once they exist (immutable specs).
+// changed once they exist (immutable specs). Before the pass's first create
+// the owner is read from the apiserver: an owner the cache still has but the
+// apiserver does not gets nothing created (apply.ErrOwnerGone).
 func EnsureAll(ctx context.Context, c Clients, owner metav1.Object, objs []client.Object, createOnly func(client.Object) bool) (EnsureResult, error) {
 	var (
 		mu  sync.Mutex
 		res EnsureResult
 	)
+	var check apply.OwnerCheck
+	if co, ok := owner.(client.Object); ok {
+		check = apply.OwnerLive(c.APIReader, co)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range objs {
 		g.Go(func() error {
@@ -52,7 +59,7 @@ func EnsureAll(ctx context.Context, c Clients, owner metav1.Object, objs []clien
 			if createOnly != nil && createOnly(o) {
 				ensure = apply.EnsureCreated
 			}
-			r, err := ensure(gctx, c.Client, c.Cache, c.APIReader, owner, o)
+			r, err := ensure(gctx, c.Client, c.Cache, c.APIReader, owner, o, check)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
