@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/config"
+	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	apply "github.com/trellis-dev/trellis/internal/kubeapply"
 )
@@ -19,7 +20,8 @@ import (
 // addon bundle ships them), their interpreter customizations, and the
 // taint policy that lets placements fail over from a member that is not
 // Ready (Karmada's Failover feature gate and NoExecute taint policies must
-// be on: karmada.Options.Failover).
+// be on: karmada.Options.Failover), and the runtime's namespace, kept to the
+// fleet.
 func Bundle() ([]*unstructured.Unstructured, error) {
 	files, err := fs.Glob(config.CRDs, "crd/*.yaml")
 	if err != nil {
@@ -42,7 +44,24 @@ func Bundle() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(out, rics...), TaintPolicy()), nil
+	return append(append(out, rics...), TaintPolicy(), RuntimeNamespace()), nil
+}
+
+// SkipAutoPropagationLabel keeps Karmada from propagating a namespace of
+// the fleet's apiserver to the members.
+const SkipAutoPropagationLabel = "namespace.karmada.io/skip-auto-propagation"
+
+// RuntimeNamespace is the fleet's trellis-system, where workloads of the
+// runtime (TrellisDaemons) are placed from. Every member has its own, made
+// by its addon bundle, so Karmada is told not to propagate it: it would
+// find the members' namespace not its own and retry, and log so, forever.
+func RuntimeNamespace() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": inject.ProfileNamespace, "labels": map[string]any{
+			ManagedByLabel: ManagedBy, SkipAutoPropagationLabel: "true",
+		}},
+	}}
 }
 
 // Install applies the bundle to the fleet's apiserver and waits until the

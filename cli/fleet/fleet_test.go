@@ -42,7 +42,7 @@ func TestIntegrationFleetCommands(t *testing.T) {
 	t.Setenv("TRELLIS_FLEET_KUBECONFIG", k.Kubeconfig)
 
 	code, out, stderr := run(t, "fleet", "install")
-	if code != 0 || !strings.Contains(out, "fleet bundle applied: 13 objects") {
+	if code != 0 || !strings.Contains(out, "fleet bundle applied: 14 objects") {
 		t.Fatalf("install: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, stderr = run(t, "fleet", "join", "-f", "../../clusters/prod-us-east-1.yaml", "--kubeconfig", member.Kubeconfig, "--wait", "90s")

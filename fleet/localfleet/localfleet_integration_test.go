@@ -24,7 +24,6 @@ import (
 	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller"
-	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/fleet/localfleet"
@@ -191,7 +190,7 @@ func (e *env) memberReplicas(ctx context.Context, member string, key client.Obje
 func TestIntegrationFleet(t *testing.T) {
 	e := start(t)
 	ctx := context.Background()
-	for _, ns := range []string{"shop", "batch", "burst", inject.ProfileNamespace} {
+	for _, ns := range []string{"shop", "batch", "burst"} {
 		if err := e.fleet.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
