@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
@@ -39,12 +38,8 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			}
 			for _, r := range rendered {
 				fmt.Fprintf(s.Out, "# addon %s %s (%s)\n", r.Addon.Name, r.Addon.Version, r.Hash)
-				for _, o := range r.Objects {
-					b, err := yaml.Marshal(o.Object)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(s.Out, "---\n%s", b)
+				if err := kube.PrintYAML(s.Out, r.Objects...); err != nil {
+					return err
 				}
 			}
 			return nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
@@ -116,11 +115,9 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			}
 			if dryRun {
 				for _, p := range ps {
-					b, err := yaml.Marshal(p.PropagationPolicy().Object)
-					if err != nil {
+					if err := kube.PrintYAML(s.Out, p.PropagationPolicy()); err != nil {
 						return err
 					}
-					fmt.Fprintf(s.Out, "---\n%s", b)
 				}
 				return nil
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
@@ -51,14 +50,7 @@ func federateCommand(s streams.Streams) *cobra.Command {
 				fmt.Fprintln(s.Err, f.String())
 			}
 			if !apply {
-				for _, o := range objs {
-					b, err := yaml.Marshal(o.Object)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(s.Out, "---\n%s", b)
-				}
-				return nil
+				return kube.PrintYAML(s.Out, objs...)
 			}
 			cfg, err := kube.Config(fleetKubeconfig, "trellis-quota")
 			if err != nil {

@@ -43,15 +43,12 @@ type EnsureResult struct {
 // changed once they exist (immutable specs). Before the pass's first create
 // the owner is read from the apiserver: an owner the cache still has but the
 // apiserver does not gets nothing created (apply.ErrOwnerGone).
-func EnsureAll(ctx context.Context, c Clients, owner metav1.Object, objs []client.Object, createOnly func(client.Object) bool) (EnsureResult, error) {
+func EnsureAll(ctx context.Context, c Clients, owner client.Object, objs []client.Object, createOnly func(client.Object) bool) (EnsureResult, error) {
 	var (
 		mu  sync.Mutex
 		res EnsureResult
 	)
-	var check apply.OwnerCheck
-	if co, ok := owner.(client.Object); ok {
-		check = apply.OwnerLive(c.APIReader, co)
-	}
+	check := apply.OwnerLive(c.APIReader, owner)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, o := range objs {
 		g.Go(func() error {
