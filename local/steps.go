@@ -56,17 +56,24 @@ func (u *up) ensureCluster(ctx context.Context) error {
 	}
 	if exists {
 		u.o.Log.Info("reusing the kind cluster", "name", u.def.Name)
-		// kind writes the kubeconfig only on create.
+		if _, err := u.cluster.StartStopped(ctx); err != nil {
+			return err
+		}
+		// kind writes the kubeconfig only on create (and a restarted
+		// control plane may publish its port anew).
 		if err := u.cluster.WriteKubeconfig(); err != nil {
 			return err
 		}
-	} else {
-		u.o.Log.Info("creating the kind cluster", "name", u.def.Name, "nodes", len(cfg.Nodes), "image", u.image)
-		if err := u.cluster.Create(cfg, u.image); err != nil {
+		if err := u.connect(); err != nil {
 			return err
 		}
-		u.created = true
+		return waitAPIServerReady(ctx, u.client, apiServerReadyTimeout)
 	}
+	u.o.Log.Info("creating the kind cluster", "name", u.def.Name, "nodes", len(cfg.Nodes), "image", u.image)
+	if err := u.cluster.Create(cfg, u.image); err != nil {
+		return err
+	}
+	u.created = true
 	return u.connect()
 }
 

@@ -70,23 +70,29 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Printf("e2e: trellis local up took %s\n", time.Since(start).Round(time.Second))
-	var err error
-	if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+	if err := connect(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
 	}
-	cs = kubernetes.NewForConfigOrDie(cfg)
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		os.Exit(1)
-	}
-	if err := v1alpha1.AddToScheme(c.Scheme()); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		os.Exit(1)
-	}
-	cl = c
 	os.Exit(m.Run())
+}
+
+// connect (re)builds the clients from the kubeconfig that trellis local up
+// wrote.
+func connect() error {
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cl, err = client.New(c, client.Options{})
+	if err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(cl.Scheme()); err != nil {
+		return err
+	}
+	cfg, cs = c, kubernetes.NewForConfigOrDie(c)
+	return nil
 }
 
 func eventually(t *testing.T, what string, timeout time.Duration, f func() (bool, string)) {
@@ -118,44 +124,48 @@ func TestAddonsReady(t *testing.T) {
 			t.Errorf("node %s is not Ready", n.Name)
 		}
 	}
-	eventually(t, "every addon ready", 3*time.Minute, func() (bool, string) {
-		var notReady []string
-		ds, err := cs.AppsV1().DaemonSets("trellis-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
+	eventually(t, "every addon ready", 3*time.Minute, func() (bool, string) { return addonsReady(ctx) })
+}
+
+// addonsReady says whether every addon's workload in trellis-system is
+// ready, and if not, which are not.
+func addonsReady(ctx context.Context) (bool, string) {
+	var notReady []string
+	ds, err := cs.AppsV1().DaemonSets("trellis-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, d := range ds.Items {
+		if d.Status.DesiredNumberScheduled == 0 || d.Status.NumberReady != d.Status.DesiredNumberScheduled || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+			notReady = append(notReady, fmt.Sprintf("daemonset %s %d/%d", d.Name, d.Status.NumberReady, d.Status.DesiredNumberScheduled))
 		}
-		for _, d := range ds.Items {
-			if d.Status.DesiredNumberScheduled == 0 || d.Status.NumberReady != d.Status.DesiredNumberScheduled || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
-				notReady = append(notReady, fmt.Sprintf("daemonset %s %d/%d", d.Name, d.Status.NumberReady, d.Status.DesiredNumberScheduled))
-			}
+	}
+	deps, err := cs.AppsV1().Deployments("trellis-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, d := range deps.Items {
+		if d.Status.AvailableReplicas != *d.Spec.Replicas {
+			notReady = append(notReady, fmt.Sprintf("deployment %s %d/%d", d.Name, d.Status.AvailableReplicas, *d.Spec.Replicas))
 		}
-		deps, err := cs.AppsV1().Deployments("trellis-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
+	}
+	sts, err := cs.AppsV1().StatefulSets("trellis-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, s := range sts.Items {
+		if s.Status.ReadyReplicas != *s.Spec.Replicas {
+			notReady = append(notReady, fmt.Sprintf("statefulset %s %d/%d", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas))
 		}
-		for _, d := range deps.Items {
-			if d.Status.AvailableReplicas != *d.Spec.Replicas {
-				notReady = append(notReady, fmt.Sprintf("deployment %s %d/%d", d.Name, d.Status.AvailableReplicas, *d.Spec.Replicas))
-			}
+	}
+	want := map[string]int{"daemonset": 4, "deployment": 2, "statefulset": 1} // netd, cert-agent, zk-registrar, log-shipper; issuer, controller; zookeeper
+	got := map[string]int{"daemonset": len(ds.Items), "deployment": len(deps.Items), "statefulset": len(sts.Items)}
+	for k, n := range want {
+		if got[k] != n {
+			notReady = append(notReady, fmt.Sprintf("%d %ss, want %d", got[k], k, n))
 		}
-		sts, err := cs.AppsV1().StatefulSets("trellis-system").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, s := range sts.Items {
-			if s.Status.ReadyReplicas != *s.Spec.Replicas {
-				notReady = append(notReady, fmt.Sprintf("statefulset %s %d/%d", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas))
-			}
-		}
-		want := map[string]int{"daemonset": 4, "deployment": 2, "statefulset": 1} // netd, cert-agent, zk-registrar, log-shipper; issuer, controller; zookeeper
-		got := map[string]int{"daemonset": len(ds.Items), "deployment": len(deps.Items), "statefulset": len(sts.Items)}
-		for k, n := range want {
-			if got[k] != n {
-				notReady = append(notReady, fmt.Sprintf("%d %ss, want %d", got[k], k, n))
-			}
-		}
-		return len(notReady) == 0, strings.Join(notReady, ", ")
-	})
+	}
+	return len(notReady) == 0, strings.Join(notReady, ", ")
 }
 
 func nodeReady(n *corev1.Node) bool {
