@@ -31,6 +31,8 @@ type options struct {
 	nodes      int
 	controller string
 	failover   bool
+	// evictionRate is karmada-controller-manager's --resource-eviction-rate.
+	evictionRate float64
 }
 
 func main() {
@@ -40,6 +42,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 20, "kwok nodes per member (64 cores, 110 pods each)")
 	flag.StringVar(&o.controller, "controller", "bin/trellis-controller", "the trellis-controller binary")
 	flag.BoolVar(&o.failover, "failover", true, "kill a member's apiserver after the first count and time the failover")
+	flag.Float64Var(&o.evictionRate, "eviction-rate", float64(karmada.DefaultEvictionRate), "karmada-controller-manager's --resource-eviction-rate (Karmada's own default: 0.5)")
 	flag.Parse()
 	for _, c := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -71,7 +74,7 @@ func run(ctx context.Context, o options) error {
 		},
 		Nodes: o.nodes, NodeCPU: "64", NodeMemory: "512Gi", ControllerBinary: o.controller, Log: log,
 		// Production's cluster health periods (Karmada's defaults).
-		Karmada: karmada.Options{Failover: true},
+		Karmada: karmada.Options{Failover: true, EvictionRate: float32(o.evictionRate)},
 	}
 	began := time.Now()
 	f, err := localfleet.Up(ctx, filepath.Join(dir, "fleet"), lo)
@@ -100,7 +103,7 @@ func run(ctx context.Context, o options) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("\nfailover: east's apiserver SIGKILLed -> all %d services' replicas Ready in west in %s (failure threshold 30s + toleration 30s + rescheduling)\n", n, d.Round(100*time.Millisecond))
+			fmt.Printf("\nfailover: east's apiserver SIGKILLed -> all %d services' replicas Ready in west in %s (failure threshold 30s + toleration 30s + eviction at %g bindings/s per worker + rescheduling)\n", n, d.Round(100*time.Millisecond), o.evictionRate)
 			if err := b.restore(ctx); err != nil {
 				return err
 			}

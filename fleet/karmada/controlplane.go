@@ -35,6 +35,11 @@ type Options struct {
 	// Failover turns on cluster failover: the Failover feature gate, NoExecute
 	// taint eviction, and ClusterTaintPolicies with NoExecute taints.
 	Failover bool
+	// EvictionRate is how many bindings a second each of
+	// karmada-controller-manager's taint-eviction workers takes off a
+	// tainted member (its --resource-eviction-rate); 0 means
+	// DefaultEvictionRate. See EvictionBound.
+	EvictionRate float32
 	// ControllerManagerFlags are extra karmada-controller-manager flags
 	// (e.g. shorter cluster health periods for tests).
 	ControllerManagerFlags []string
@@ -209,7 +214,8 @@ func (cp *ControlPlane) StartControllerManager() error {
 		"--cluster-status-update-frequency=2s", "--kube-api-qps=200", "--kube-api-burst=400",
 		"--cluster-api-qps=200", "--cluster-api-burst=400")
 	if cp.opts.Failover {
-		args = append(args, "--feature-gates=Failover=true", "--enable-no-execute-taint-eviction=true")
+		args = append(args, "--feature-gates=Failover=true", "--enable-no-execute-taint-eviction=true",
+			fmt.Sprintf("--resource-eviction-rate=%g", cp.opts.evictionRate()))
 	}
 	args = append(args, cp.opts.ControllerManagerFlags...)
 	return cp.StartProcess(ControllerManager, filepath.Join(cp.bin, ControllerManager), args...)

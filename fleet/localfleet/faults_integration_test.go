@@ -27,6 +27,8 @@ import (
 var (
 	bindingGVR = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "resourcebindings"}
 	workGVR    = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha1", Resource: "works"}
+
+	clusterBindingGVR = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "clusterresourcebindings"}
 )
 
 // killController: karmada-controller-manager is SIGKILLed while services
@@ -103,6 +105,30 @@ func isBurst(a map[string]string) bool {
 	return a["resourcebinding.karmada.io/namespace"] == "burst" || a["work.karmada.io/namespace"] == "burst"
 }
 
+// A failover's bound, less the taint manager's eviction queue
+// (karmada.Options.EvictionBound): the member found not Ready (the failure
+// threshold, one status update of 2 s), the placement's toleration of 5 s,
+// and room for the scheduler, the others' controllers and kwok's pods on 2
+// loaded cores (the reduced test measured 9-12 s in all).
+const (
+	failureThreshold = 4 * time.Second
+	failoverBound    = failureThreshold + 2*time.Second + 5*time.Second + 30*time.Second
+)
+
+// bindings counts the fleet's ResourceBindings and ClusterResourceBindings:
+// at most what the taint manager's queue can hold when a member fails.
+func (e *env) bindings(ctx context.Context) (int, error) {
+	n := 0
+	for _, gvr := range []schema.GroupVersionResource{bindingGVR, clusterBindingGVR} {
+		l, err := e.f.Karmada.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", gvr.Resource, err)
+		}
+		n += len(l.Items)
+	}
+	return n, nil
+}
+
 // failover: the victim's apiserver is SIGKILLed. Karmada marks it not
 // Ready, the fleet's taint policy taints it NoExecute, and after the
 // placement's 5s toleration web's replicas are rescheduled to the others.
@@ -176,6 +202,11 @@ func (e *env) failover(ctx context.Context, victim string) {
 		}
 	}()
 
+	queued, err := e.bindings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := failoverBound + e.f.Karmada.EvictionBound(queued)
 	m := e.f.Member(victim)
 	down := time.Now()
 	m.KillAPIServer()
@@ -183,7 +214,11 @@ func (e *env) failover(ctx context.Context, victim string) {
 		spec, ready, err := othersReady(ctx)
 		return spec == total && ready == total, fmt.Errorf("others: %d replicas, %d ready (%v)", spec, ready, err)
 	})
-	t.Logf("failover: %s's apiserver killed -> web's %d replicas Ready in %v in %s", victim, total, others, time.Since(down).Round(time.Millisecond))
+	took := time.Since(down)
+	t.Logf("failover: %s's apiserver killed -> web's %d replicas Ready in %v in %s (bound %s: %d bindings in the fleet)", victim, total, others, took.Round(time.Millisecond), bound.Round(time.Millisecond), queued)
+	if took > bound {
+		t.Errorf("failover took %s, over its bound %s (%s + the eviction of %d bindings)", took.Round(time.Millisecond), bound.Round(time.Millisecond), failoverBound, queued)
+	}
 	st, err := fleet.Status(ctx, e.f.Karmada.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func start(t *testing.T) *env {
 		ZooKeeper:        ensemble.Addrs(),
 		RegistrarBinary:  build(t, "trellis-zk-registrar"),
 		Karmada: karmada.Options{Failover: true, ControllerManagerFlags: []string{
-			"--cluster-failure-threshold=4s", "--cluster-success-threshold=4s", "--cluster-monitor-grace-period=20s",
+			fmt.Sprintf("--cluster-failure-threshold=%s", failureThreshold), "--cluster-success-threshold=4s", "--cluster-monitor-grace-period=20s",
 		}},
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
