@@ -56,7 +56,7 @@ func (u *up) ensureCluster(ctx context.Context) error {
 	}
 	if exists {
 		u.o.Log.Info("reusing the kind cluster", "name", u.def.Name)
-		if _, err := u.cluster.StartStopped(ctx); err != nil {
+		if err := u.cluster.StartStopped(ctx); err != nil {
 			return err
 		}
 		// kind writes the kubeconfig only on create (and a restarted

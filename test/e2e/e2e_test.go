@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -63,9 +64,7 @@ func TestMain(m *testing.M) {
 		kubeconfig = filepath.Join(os.TempDir(), "trellis-e2e.kubeconfig")
 	}
 	start := time.Now()
-	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
-	up.Dir, up.Stdout, up.Stderr = root, os.Stdout, os.Stderr
-	if err := up.Run(); err != nil {
+	if err := localUp(os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: trellis local up: %v\n", err)
 		os.Exit(1)
 	}
@@ -75,6 +74,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// localUp runs the real CLI's trellis local up on the suite's definition
+// and kubeconfig.
+func localUp(stdout, stderr io.Writer) error {
+	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
+	up.Dir, up.Stdout, up.Stderr = root, stdout, stderr
+	return up.Run()
 }
 
 // connect (re)builds the clients from the kubeconfig that trellis local up

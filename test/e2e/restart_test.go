@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +36,7 @@ func TestLocalUpAfterNodesStopped(t *testing.T) {
 	}
 	start := time.Now()
 	var log bytes.Buffer
-	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
-	up.Dir, up.Stdout, up.Stderr = root, io.MultiWriter(os.Stdout, &log), io.MultiWriter(os.Stderr, &log)
-	if err := up.Run(); err != nil {
+	if err := localUp(io.MultiWriter(os.Stdout, &log), io.MultiWriter(os.Stderr, &log)); err != nil {
 		t.Fatalf("trellis local up after the nodes stopped: %v", err)
 	}
 	t.Logf("trellis local up with stopped nodes took %s", time.Since(start).Round(time.Second))
