@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,8 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/trellis-dev/trellis/addons"
-	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
 	"github.com/trellis-dev/trellis/governance/loadtest"
@@ -71,7 +68,9 @@ func (p phase) queuedAt(level string) float64 {
 func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--max-requests-inflight=8", "--max-mutating-requests-inflight=4"}})
 	ctx := context.Background()
-	applyFlowControlAddon(t, cp)
+	if err := loadtest.ApplyAddon(ctx, cp.Config, filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol"); err != nil {
+		t.Fatal(err)
+	}
 	tenants := map[string]*rest.Config{}
 	for _, ns := range []string{"team-grow", "team-a", "team-b"} {
 		if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -124,10 +123,11 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	if _, err := cp.Client.FlowcontrolV1().FlowSchemas().Get(ctx, unsplit.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("team-grow's unsplit flow schema %s after the apply: %v, want it deleted", unsplit.Name, err)
 	}
-	// The apiserver adopts new flow schemas asynchronously (seconds on a
-	// busy machine): until then team-grow's creates still land in the
-	// shared level, which is not what the phase measures.
-	awaitClassified(t, cp, tenants)
+	// Until the apiserver adopts the new flow schemas, team-grow's creates
+	// still land in the shared level, which is not what the phase measures.
+	if err := loadtest.AwaitClassified(ctx, cp.Client, tenants, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	before := dispatched(t, cp.Client)
 	with := runPhase(t, cp, tenants, "with the proposal")
 	// A few lists beside the creates: the watch class's.
@@ -204,31 +204,6 @@ func seatsHistory(now time.Time) apfplan.History {
 		h[ns] = apfplan.TenantHistory{Seats: s}
 	}
 	return h
-}
-
-func applyFlowControlAddon(t *testing.T, cp *cluster.ControlPlane) {
-	t.Helper()
-	l, err := definition.Load(filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := addons.Render(l.ClusterDefinition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fc []addons.Rendered
-	for _, r := range rendered {
-		if r.Addon.Name == "trellis-flowcontrol" {
-			fc = append(fc, r)
-		}
-	}
-	a, err := addons.NewApplier(cp.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Apply(context.Background(), fc); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // runPhase puts 24 back-to-back creators on team-grow and one create every
@@ -357,59 +332,4 @@ func label(line, name string) string {
 	}
 	rest := line[i+len(name)+2:]
 	return rest[:strings.IndexByte(rest, '"')]
-}
-
-// awaitClassified waits until each tenant's requests of every verb class
-// are classified by the apiserver into the tenant's flow schema for the
-// class (the response's X-Kubernetes-PF-FlowSchema-UID), for every tenant
-// that has them: a delete and a get of a pod that does not exist, and a
-// list.
-func awaitClassified(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config) {
-	t.Helper()
-	ctx := context.Background()
-	schemas, err := cp.Client.FlowcontrolV1().FlowSchemas().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	uids := map[string]string{}
-	for _, fs := range schemas.Items {
-		if _, c, ok := apfplan.ParseSchema(fs.Name); ok && c != "" {
-			uids[fs.Name] = string(fs.UID)
-		}
-	}
-	probes := map[apfplan.Class]struct{ method, path string }{
-		apfplan.Mutating: {http.MethodDelete, "/pods/trellis-probe-absent"},
-		apfplan.Read:     {http.MethodGet, "/pods/trellis-probe-absent"},
-		apfplan.Watch:    {http.MethodGet, "/pods?limit=1"},
-	}
-	deadline := time.Now().Add(time.Minute)
-	for ns, cfg := range tenants {
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range apfplan.Classes {
-			name := apfplan.SchemaName(ns, c)
-			want, ok := uids[name]
-			if !ok {
-				continue
-			}
-			probe := probes[c]
-			for got := ""; got != want; time.Sleep(100 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s's %s %s requests are classified into flow schema %q, want %s's %q", ns, c, probe.method, got, name, want)
-				}
-				req, err := http.NewRequestWithContext(ctx, probe.method, cfg.Host+"/api/v1/namespaces/"+ns+probe.path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := hc.Do(req)
-				if err != nil {
-					continue
-				}
-				resp.Body.Close()
-				got = resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
-			}
-		}
-	}
 }

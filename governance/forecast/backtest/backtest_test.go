@@ -8,11 +8,6 @@ import (
 	"github.com/trellis-dev/trellis/governance/forecast"
 )
 
-func planners() []Planner {
-	peak := PeakPlanner{Headroom: 0.2, Retention: 30 * day}
-	return []Planner{peak, ForecastPlanner{Fallback: peak}}
-}
-
 // The goal, per generated family: fewer quota exhaustions and less
 // over-provisioning than peak+20%. Three seeds of five series each, plans
 // remade weekly. Where the goal is not met the test holds the measured
@@ -26,7 +21,7 @@ func planners() []Planner {
 //     4,160 ran out for an hour (none on these three seeds).
 func TestBacktestWeeklyReviews(t *testing.T) {
 	start := time.Now()
-	scores := RunSeeds(DefaultConfig(), []uint64{1, 2, 3}, Families(), planners())
+	scores := RunSeeds(DefaultConfig(), []uint64{1, 2, 3}, Families(), Planners())
 	if err := Print(os.Stdout, scores); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +53,7 @@ func TestBacktestWeeklyReviews(t *testing.T) {
 // does not. Its over-provisioning is then larger than peak+20%'s on those
 // families, whose plans held less than the namespaces used.
 func TestBacktestMonthlyReviews(t *testing.T) {
-	scores := Run(Monthly(), Families(), planners())
+	scores := Run(Monthly(), Families(), Planners())
 	if err := Print(os.Stdout, scores); err != nil {
 		t.Fatal(err)
 	}

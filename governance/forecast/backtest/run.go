@@ -59,6 +59,13 @@ func (p ForecastPlanner) Plan(h forecast.Series, from time.Time, horizon time.Du
 	return m.Schedule(from), false
 }
 
+// Planners are the two compared: today's peak plus 20% over 30 days, and
+// the forecast (falling back to the former on short histories).
+func Planners() []Planner {
+	peak := PeakPlanner{Headroom: 0.2, Retention: 30 * day}
+	return []Planner{peak, ForecastPlanner{Fallback: peak}}
+}
+
 // Config of a run.
 type Config struct {
 	Start time.Time
@@ -126,25 +133,53 @@ func hash(s string) uint64 {
 	return h
 }
 
+// Case is one series to score, under the family it belongs to.
+type Case struct {
+	Family string
+	Series forecast.Series
+}
+
 // Run scores every planner on every family.
 func Run(c Config, families []Family, planners []Planner) []Score {
-	var out []Score
+	var cases []Case
 	for _, f := range families {
+		for i := range c.SeriesPerFamily {
+			cases = append(cases, Case{Family: f.Name, Series: c.Series(f, i)})
+		}
+	}
+	return ScoreCases(c, cases, planners)
+}
+
+// ScoreCases scores every planner on the given series (from c.Start, for
+// c.Days), one Score per family and planner, families in the order they
+// first appear: the first plan on day c.First, a new one every c.Cadence.
+func ScoreCases(c Config, cases []Case, planners []Planner) []Score {
+	var order []string
+	byFamily := map[string][]forecast.Series{}
+	for _, k := range cases {
+		if _, ok := byFamily[k.Family]; !ok {
+			order = append(order, k.Family)
+		}
+		byFamily[k.Family] = append(byFamily[k.Family], k.Series)
+	}
+	var out []Score
+	for _, f := range order {
 		scores := make([]Score, len(planners))
 		for k, p := range planners {
-			scores[k] = Score{Family: f.Name, Planner: p.Name()}
+			scores[k] = Score{Family: f, Planner: p.Name()}
 		}
 		var usageSum float64
 		var usageN int
-		for i := range c.SeriesPerFamily {
-			s := c.Series(f, i)
+		for _, s := range byFamily[f] {
 			end := c.Start.Add(time.Duration(c.Days) * day)
 			for from := c.Start.Add(time.Duration(c.First) * day); !from.Add(c.Cadence).After(end); from = from.Add(c.Cadence) {
 				hist := s.Slice(0, s.Index(from))
 				test := s.Slice(s.Index(from), s.Index(from.Add(c.Cadence)))
 				for _, v := range test.Values {
-					usageSum += v
-					usageN++
+					if !math.IsNaN(v) {
+						usageSum += v
+						usageN++
+					}
 				}
 				for k, p := range planners {
 					steps, fell := p.Plan(hist, from, c.Horizon)
@@ -171,6 +206,9 @@ func (s *Score) add(test forecast.Series, steps []forecast.Step, fell bool, tau 
 	}
 	over, episodes := false, 0
 	for i, v := range test.Values {
+		if math.IsNaN(v) { // a missed hour neither starts nor ends an episode
+			continue
+		}
 		q := quotaAt(steps, test.Time(i))
 		if v > q {
 			if !over {

@@ -39,16 +39,50 @@ func Backfill(t testing.TB, openMetrics string) string {
 // returns its URL once it is ready.
 func Start(t testing.TB, data, target string) string {
 	t.Helper()
+	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+	if target != "" {
+		conf += fmt.Sprintf("scrape_configs:\n- job_name: target\n  honor_labels: true\n  static_configs: [{targets: [%q]}]\n", target)
+	}
+	return run(t, data, conf)
+}
+
+// Target is an HTTPS endpoint Prometheus scrapes with a bearer token, such
+// as a kube-apiserver's /metrics.
+type Target struct {
+	// Addr is host:port.
+	Addr        string
+	CAFile      string
+	BearerToken string
+	Interval    time.Duration
+	// Keep, when set, is a regular expression of the metric names kept.
+	Keep string
+}
+
+// StartScraping runs prometheus on the TSDB in data until the test ends,
+// scraping tg, and returns its URL once it is ready.
+func StartScraping(t testing.TB, data string, tg Target) string {
+	t.Helper()
+	iv := promDuration(tg.Interval)
+	conf := fmt.Sprintf("global: {scrape_interval: %s, scrape_timeout: %s, evaluation_interval: 1s}\n", iv, iv) +
+		"scrape_configs:\n- job_name: target\n  honor_labels: true\n  scheme: https\n" +
+		fmt.Sprintf("  tls_config: {ca_file: %q}\n  authorization: {credentials: %q}\n  static_configs: [{targets: [%q]}]\n", tg.CAFile, tg.BearerToken, tg.Addr)
+	if tg.Keep != "" {
+		conf += fmt.Sprintf("  metric_relabel_configs: [{source_labels: [__name__], regex: %q, action: keep}]\n", tg.Keep)
+	}
+	return run(t, data, conf)
+}
+
+// promDuration writes d as a Prometheus duration (whole milliseconds).
+func promDuration(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+
+func run(t testing.TB, data, conf string) string {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("prometheus is not installed (apt-get install prometheus): %v", err)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-	if target != "" {
-		conf += fmt.Sprintf("scrape_configs:\n- job_name: target\n  honor_labels: true\n  static_configs: [{targets: [%q]}]\n", target)
-	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
