@@ -155,6 +155,11 @@ test-fleet: tools ## The fleet test in full: $(FLEET_MEMBERS) members, $(FLEET_S
 bench-fleet: tools build ## The fleet bench: 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
 	$(GO) run ./bench/fleet -controller $(BIN)/trellis-controller
 
+.PHONY: backtest-recorded
+backtest-recorded: test-deps tools ## Record 42 virtual days of tenants' request rates on a real apiserver and Prometheus (1 s an hour, 17 min) into governance/forecast/backtest/recorded/testdata, and backtest the planners on them (make test records 2 days and scores the committed recording)
+	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run TestIntegrationRecord ./governance/forecast/backtest/recorded/
+	UPDATE=1 $(GO) test -count=1 -v -run TestBacktestRecorded ./governance/forecast/backtest/recorded/
+
 .PHONY: fake-aws
 fake-aws: tools build ## Create prod-us-east-1 against kops's AWS fake and apply the addons to a loopback control plane
 	./hack/fake-aws.sh

@@ -11,9 +11,13 @@ import (
 // so that compounding growth, whose pieces join, is not cut.
 const (
 	minSegmentDays = 7
-	minF           = 40
-	minJumpLevel   = 0.10
-	minJumpSigmas  = 4
+	// minOldDays is the shortest old level a level shift cuts off: a few
+	// days at the start of the window are enough to see that they are
+	// history no longer worth fitting.
+	minOldDays    = 3
+	minF          = 40
+	minJumpLevel  = 0.10
+	minJumpSigmas = 4
 )
 
 // levelShift returns the day at which the daily peaks shift level for
@@ -25,44 +29,62 @@ func levelShift(peaks []float64, start time.Weekday) int {
 	if len(peaks) < 21 {
 		return 0
 	}
-	peaks = deseasonWeekly(peaks, start)
-	var xs, ys []float64
-	var idx []int
-	for i, v := range peaks {
+	n := 0
+	for _, v := range peaks {
 		if !math.IsNaN(v) {
-			xs = append(xs, float64(i))
-			ys = append(ys, v)
-			idx = append(idx, i)
+			n++
 		}
 	}
-	n := len(xs)
 	if n < 2*minSegmentDays {
 		return 0
 	}
-	sse0 := linearSSE(xs, ys)
-	best, bestSSE := -1, math.Inf(1)
-	for k := minSegmentDays; k <= n-minSegmentDays; k++ {
-		if s := linearSSE(xs[:k], ys[:k]) + linearSSE(xs[k:], ys[k:]); s < bestSSE {
-			best, bestSSE = k, s
+	// Each candidate split divides out the weekly cycle as if the level
+	// shifted there (a week's median does not straddle it), so that a step
+	// next to a weekend does not blur the weekday factors it is judged by.
+	best, bestF := -1, 0.0
+	var bestXs, bestYs []float64
+	for k := minOldDays; k <= len(peaks)-minSegmentDays; k++ {
+		xs, ys, split := points(deseasonWeekly(peaks, start, k), k)
+		if split < minOldDays || len(xs)-split < minSegmentDays {
+			continue
+		}
+		sse := linearSSE(xs[:split], ys[:split]) + linearSSE(xs[split:], ys[split:])
+		f := ((linearSSE(xs, ys) - sse) / 2) / math.Max(sse/float64(len(xs)-4), 1e-12)
+		if best < 0 || f > bestF {
+			best, bestF, bestXs, bestYs = split, f, xs, ys
 		}
 	}
-	if best < 0 {
+	if best < 0 || bestF < minF {
 		return 0
 	}
-	f := ((sse0 - bestSSE) / 2) / math.Max(bestSSE/float64(n-4), 1e-12)
-	if f < minF {
-		return 0
-	}
+	xs, ys := bestXs, bestYs
+	bestSSE := linearSSE(xs[:best], ys[:best]) + linearSSE(xs[best:], ys[best:])
 	la, lb := lineFit(xs[:best], ys[:best])
 	ra, rb := lineFit(xs[best:], ys[best:])
 	at := (xs[best-1] + xs[best]) / 2
 	jump := math.Abs((ra + rb*at) - (la + lb*at))
-	sigma := math.Sqrt(bestSSE / float64(n-4))
+	sigma := math.Sqrt(bestSSE / float64(len(xs)-4))
 	level := math.Max(math.Abs(ra+rb*at), math.Abs(la+lb*at))
 	if jump < minJumpLevel*level || jump < minJumpSigmas*sigma {
 		return 0
 	}
-	return idx[best]
+	return int(xs[best])
+}
+
+// points are the observed days of peaks (day index, value) and how many
+// of them come before day k.
+func points(peaks []float64, k int) (xs, ys []float64, before int) {
+	for i, v := range peaks {
+		if math.IsNaN(v) {
+			continue
+		}
+		if i < k {
+			before++
+		}
+		xs = append(xs, float64(i))
+		ys = append(ys, v)
+	}
+	return xs, ys, before
 }
 
 // lineFit is the least-squares line y = a + b·x.
@@ -83,15 +105,22 @@ func lineFit(xs, ys []float64) (a, b float64) {
 
 // deseasonWeekly divides each daily peak by its weekday's factor: the
 // median, over that weekday's days, of the peak's ratio to the median of
-// the week around it. The local median follows a level shift, so the
-// factors hold on both sides of one.
-func deseasonWeekly(peaks []float64, start time.Weekday) []float64 {
+// the week around it. The week around a day stops at day split (0: no
+// split), where the level may shift, so the factors hold on both sides of
+// one.
+func deseasonWeekly(peaks []float64, start time.Weekday, split int) []float64 {
 	if len(peaks) < 14 {
 		return peaks
 	}
 	var byDay [7][]float64
 	for i, v := range peaks {
-		local := median(peaks[max(0, i-3):min(len(peaks), i+4)])
+		lo, hi := max(0, i-3), min(len(peaks), i+4)
+		if split > 0 && i < split {
+			hi = min(hi, split)
+		} else if split > 0 {
+			lo = max(lo, split)
+		}
+		local := median(peaks[lo:hi])
 		if local > 0 && !math.IsNaN(v) {
 			wd := (int(start) + i) % 7
 			byDay[wd] = append(byDay[wd], v/local)
