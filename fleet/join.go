@@ -2,9 +2,12 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"sort"
@@ -41,6 +44,13 @@ type Member struct {
 	// Config reaches the member's apiserver with rights to create the
 	// fleet's service account and role binding (an admin kubeconfig).
 	Config *rest.Config
+	// StateCA, when set, is the cluster's CA from its kops state store
+	// (statestore.ClusterCA): the member's apiserver must present a
+	// certificate it signed, and it is the CA the fleet trusts for the
+	// member, whatever the kubeconfig says.
+	StateCA []byte
+	// StateStore names where StateCA came from, for errors.
+	StateStore string
 }
 
 // JoinOptions tune Join.
@@ -55,7 +65,9 @@ type JoinOptions struct {
 // does: a service account on the member bound to full rights, its token and
 // the member's CA in a Secret on the fleet, and the Cluster object, named
 // by the definition and carrying its cloud, region and zones. Joining again
-// refreshes the credentials and labels; it is safe to repeat.
+// refreshes the credentials and labels; it is safe to repeat. With a
+// StateCA, a member whose apiserver does not present a certificate of it
+// is refused before anything is written, on the member or the fleet.
 func Join(ctx context.Context, fleet *rest.Config, m Member, o JoinOptions) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -68,8 +80,13 @@ func Join(ctx context.Context, fleet *rest.Config, m Member, o JoinOptions) erro
 	if err != nil || endpoint.Scheme != "https" {
 		return fmt.Errorf("member %s: its apiserver %q is not an https URL: Karmada reaches members over https", def.Name, m.Config.Host)
 	}
-	ca, err := caBundle(m.Config)
-	if err != nil {
+	ca := m.StateCA
+	if ca != nil {
+		if err := verifyServing(ctx, endpoint, ca); err != nil {
+			return fmt.Errorf("member %s: its apiserver %s does not present a certificate of the cluster's CA in state store %s (the kubeconfig reaches another cluster, or the state store is another's): %w",
+				def.Name, m.Config.Host, m.StateStore, err)
+		}
+	} else if ca, err = caBundle(m.Config); err != nil {
 		return fmt.Errorf("member %s: %w", def.Name, err)
 	}
 	mc, err := kubernetes.NewForConfig(m.Config)
@@ -195,6 +212,27 @@ func memberToken(ctx context.Context, c kubernetes.Interface, log *slog.Logger) 
 	}
 	log.Debug("fleet service account ready", "namespace", memberNamespace, "name", memberServiceAccount)
 	return token, nil
+}
+
+// verifyServing connects to the apiserver at endpoint and verifies its
+// serving certificate against the CA bundle alone (no system roots).
+func verifyServing(ctx context.Context, endpoint *url.URL, ca []byte) error {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return errors.New("the CA bundle holds no PEM certificate")
+	}
+	host := endpoint.Host
+	if endpoint.Port() == "" {
+		host = net.JoinHostPort(endpoint.Hostname(), "443")
+	}
+	d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: endpoint.Hostname(), MinVersion: tls.VersionTLS12}}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // caBundle is the CA the member's apiserver certificate chains to.

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/fleet"
@@ -43,10 +45,10 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 
-	var file, memberKubeconfig string
+	var file, memberKubeconfig, state string
 	var wait time.Duration
 	join := &cobra.Command{
-		Use:   "join -f clusters/NAME.yaml --kubeconfig MEMBER",
+		Use:   "join -f clusters/NAME.yaml --kubeconfig MEMBER [--state STORE]",
 		Short: "Join a cluster to the fleet (push mode) under its definition's name, cloud, region and zones",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,8 +64,15 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := fleet.Join(cmd.Context(), fcfg, fleet.Member{Definition: l.ClusterDefinition, Config: mcfg},
-				fleet.JoinOptions{Wait: wait, Log: logger(s)}); err != nil {
+			m := fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: state}
+			if state != "" {
+				// The member's identity from the store it was created
+				// from: the kubeconfig only lends its credentials.
+				if m.StateCA, err = statestore.ClusterCA(cmd.Context(), state, render.ClusterName(l.ClusterDefinition)); err != nil {
+					return err
+				}
+			}
+			if err := fleet.Join(cmd.Context(), fcfg, m, fleet.JoinOptions{Wait: wait, Log: logger(s)}); err != nil {
 				return err
 			}
 			fmt.Fprintf(s.Out, "%s joined the fleet\n", l.Name)
@@ -72,6 +81,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	}
 	join.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
 	join.Flags().StringVar(&memberKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the member (default $KUBECONFIG)")
+	join.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store the member was created from: its apiserver must present a certificate of the cluster's CA there, and the fleet trusts that CA (default $KOPS_STATE_STORE; empty: the kubeconfig's CA)")
 	join.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the member to be Ready in the fleet (0: do not wait)")
 	_ = join.MarkFlagRequired("file")
 
