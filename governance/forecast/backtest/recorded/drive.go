@@ -93,7 +93,7 @@ func (d *Driver) Run(ctx context.Context) (Drove, error) {
 		}
 		out.Issued[r.Name] = is
 		out.Failed[r.Name] = int(r.failed.Load())
-		out.Dropped[r.Name] = int(r.dropped)
+		out.Dropped[r.Name] = r.dropped
 	}
 	return out, nil
 }

@@ -20,8 +20,6 @@ import (
 	"time"
 )
 
-const day = 24 * time.Hour
-
 // Tenant is a namespace whose request rate follows a known shape.
 type Tenant struct {
 	Name  string `json:"name"`
