@@ -23,12 +23,11 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// The fleet commands against a real Karmada and a member control plane:
-// install, join from a definition, status, place; and their failures.
-func TestIntegrationFleetCommands(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	k, err := karmada.Start(ctx, t.TempDir(), karmada.Options{Failover: true})
+// startFleet runs a Karmada control plane and a member control plane for
+// the test, and points the fleet commands at the former.
+func startFleet(ctx context.Context, t *testing.T, o karmada.Options) (*karmada.ControlPlane, *cluster.ControlPlane) {
+	t.Helper()
+	k, err := karmada.Start(ctx, t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +39,15 @@ func TestIntegrationFleetCommands(t *testing.T) {
 	})
 	member := cluster.Start(t, cluster.Options{ControllerManager: true})
 	t.Setenv("TRELLIS_FLEET_KUBECONFIG", k.Kubeconfig)
+	return k, member
+}
+
+// The fleet commands against a real Karmada and a member control plane:
+// install, join from a definition, status, place; and their failures.
+func TestIntegrationFleetCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, member := startFleet(ctx, t, karmada.Options{Failover: true})
 
 	code, out, stderr := run(t, "fleet", "install")
 	if code != 0 || !strings.Contains(out, "fleet bundle applied: 14 objects") {

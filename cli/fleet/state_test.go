@@ -20,7 +20,6 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/internal/pki"
-	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
 // A member joins with its identity from the kops state store it was
@@ -32,18 +31,7 @@ import (
 func TestIntegrationJoinFromStateStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	k, err := karmada.Start(ctx, t.TempDir(), karmada.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(k.Logs(20))
-		}
-		k.Stop()
-	})
-	member := cluster.Start(t, cluster.Options{ControllerManager: true})
-	t.Setenv("TRELLIS_FLEET_KUBECONFIG", k.Kubeconfig)
+	k, member := startFleet(ctx, t, karmada.Options{})
 	t.Setenv("KOPS_STATE_STORE", "")
 	const def = "../../clusters/prod-us-east-1.yaml"
 	fleetClient := kubernetes.NewForConfigOrDie(k.Config)
