@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/trellis-dev/trellis/addons/addontest"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
 	"github.com/trellis-dev/trellis/governance/loadtest"
-	"github.com/trellis-dev/trellis/internal/testutil/addon"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -69,7 +69,7 @@ func (p phase) queuedAt(level string) float64 {
 func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--max-requests-inflight=8", "--max-mutating-requests-inflight=4"}})
 	ctx := context.Background()
-	addon.Apply(t, cp.Config, filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
+	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
 	tenants := map[string]*rest.Config{}
 	for _, ns := range []string{"team-grow", "team-a", "team-b"} {
 		if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/trellis-dev/trellis/addons/addontest"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast/backtest"
 	"github.com/trellis-dev/trellis/governance/forecast/backtest/recorded"
 	"github.com/trellis-dev/trellis/governance/loadtest"
-	"github.com/trellis-dev/trellis/internal/testutil/addon"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/internal/testutil/prom"
 )
@@ -53,7 +53,7 @@ func TestIntegrationRecord(t *testing.T) {
 	const hour = time.Second
 	cp := cluster.Start(t, cluster.Options{})
 	ctx := context.Background()
-	addon.Apply(t, cp.Config, filepath.Join("..", "..", "..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
+	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
 	tenants := recorded.Tenants()
 	cfgs := map[string]*rest.Config{}
 	clients := map[string]kubernetes.Interface{}

@@ -1,6 +1,6 @@
-// Package addon applies one addon of a cluster definition's bundle to a
+// Package addontest applies one addon of a cluster definition's bundle to a
 // test's control plane, as a cluster create would.
-package addon
+package addontest
 
 import (
 	"context"
