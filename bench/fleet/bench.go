@@ -106,6 +106,11 @@ spec:
 	if err != nil {
 		return nil, err
 	}
+	sched, err := schedulerStats(ctx, b.f.Karmada.SchedulerMetricsURL())
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
 	created, err = create(ctx, fc, ns, n)
 	if err != nil {
 		return nil, err
@@ -121,6 +126,9 @@ spec:
 	after, err = requests(ctx, servers)
 	if err != nil {
 		return nil, err
+	}
+	if now, err := schedulerStats(ctx, b.f.Karmada.SchedulerMetricsURL()); err == nil {
+		fmt.Printf("%d services: %s\n", n, now.since(sched, time.Since(began)))
 	}
 	fr := summarize("fleet", n, created, readyAt, before, after)
 	agg := latencies(created, aggAt)

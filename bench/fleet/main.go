@@ -33,6 +33,8 @@ type options struct {
 	failover   bool
 	// evictionRate is karmada-controller-manager's --resource-eviction-rate.
 	evictionRate float64
+	// resourceModels is karmada.Options.ResourceModels.
+	resourceModels bool
 }
 
 func main() {
@@ -42,6 +44,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 20, "kwok nodes per member (64 cores, 110 pods each)")
 	flag.StringVar(&o.controller, "controller", "bin/trellis-controller", "the trellis-controller binary")
 	flag.BoolVar(&o.failover, "failover", true, "kill a member's apiserver after the first count and time the failover")
+	flag.BoolVar(&o.resourceModels, "resource-models", false, "karmada-scheduler estimates free replicas from Karmada's resource models (its default) instead of the members' resource summaries")
 	flag.Float64Var(&o.evictionRate, "eviction-rate", float64(karmada.DefaultEvictionRate), "karmada-controller-manager's --resource-eviction-rate (Karmada's own default: 0.5)")
 	flag.Parse()
 	for _, c := range strings.Split(counts, ",") {
@@ -74,7 +77,7 @@ func run(ctx context.Context, o options) error {
 		},
 		Nodes: o.nodes, NodeCPU: "64", NodeMemory: "512Gi", ControllerBinary: o.controller, Log: log,
 		// Production's cluster health periods (Karmada's defaults).
-		Karmada: karmada.Options{Failover: true, EvictionRate: float32(o.evictionRate)},
+		Karmada: karmada.Options{Failover: true, EvictionRate: float32(o.evictionRate), ResourceModels: o.resourceModels},
 	}
 	began := time.Now()
 	f, err := localfleet.Up(ctx, filepath.Join(dir, "fleet"), lo)
