@@ -121,7 +121,7 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 			return nil, fmt.Errorf("failed to create the front-proxy PKI: %w", err)
 		}
 	}
-	ports, err := freePorts(6)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -158,20 +158,24 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if opts.ControllerManager {
-		if cp.cm, err = cp.start("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), append([]string{
-			"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
-			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[3]),
-			"--service-account-private-key-file=" + p.saKey, "--root-ca-file=" + p.caCert,
-			"--cluster-signing-cert-file=" + p.caCert, "--cluster-signing-key-file=" + p.caKey,
-			"--use-service-account-credentials=true", "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
-			"--kube-api-qps=200", "--kube-api-burst=400"}, opts.ControllerManagerFlags...)...); err != nil {
+		if cp.cm, err = cp.startServing("kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), func(port int) []string {
+			return append([]string{
+				"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+				"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+				"--service-account-private-key-file=" + p.saKey, "--root-ca-file=" + p.caCert,
+				"--cluster-signing-cert-file=" + p.caCert, "--cluster-signing-key-file=" + p.caKey,
+				"--use-service-account-credentials=true", "--concurrent-deployment-syncs=20", "--concurrent-replicaset-syncs=20",
+				"--kube-api-qps=200", "--kube-api-burst=400"}, opts.ControllerManagerFlags...)
+		}); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Scheduler {
-		if cp.sched, err = cp.start("kube-scheduler", filepath.Join(bin, "kube-scheduler"), append([]string{
-			"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
-			"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[4])}, opts.SchedulerFlags...)...); err != nil {
+		if cp.sched, err = cp.startServing("kube-scheduler", filepath.Join(bin, "kube-scheduler"), func(port int) []string {
+			return append([]string{
+				"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+				"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port)}, opts.SchedulerFlags...)
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -298,6 +302,59 @@ func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// startServing starts a component that serves on a loopback port of its
+// own, chosen just before it starts. Tests run in parallel, and another
+// process can bind a free port between the choice and the component's
+// bind: a component that exits with "address already in use" is started
+// again on another port, up to three times. It returns once the component
+// serves (its log says so), or after 30 s (the callers' readiness checks
+// follow).
+func (cp *ControlPlane) startServing(name, bin string, args func(port int) []string) (*proc, error) {
+	for attempt := 1; ; attempt++ {
+		p, taken, err := cp.tryServing(name, bin, args)
+		if taken && attempt < 3 {
+			continue
+		}
+		return p, err
+	}
+}
+
+// servingPort chooses a component's port (a test takes it first).
+var servingPort = func() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+// tryServing starts the component once on a fresh port; taken reports
+// that it exited because the port was bound by then.
+func (cp *ControlPlane) tryServing(name, bin string, args func(port int) []string) (p *proc, taken bool, err error) {
+	port, err := servingPort()
+	if err != nil {
+		return nil, false, err
+	}
+	if p, err = cp.start(name, bin, args(port)...); err != nil {
+		return nil, false, err
+	}
+	// Its own log says when it serves: a connection to the port could be
+	// accepted by whoever took it.
+	serving := fmt.Sprintf("Serving securely on 127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-p.done:
+			log := tail(p.log, 20)
+			return nil, strings.Contains(log, "address already in use"), fmt.Errorf("%s exited:\n%s", name, log)
+		default:
+		}
+		if b, err := os.ReadFile(p.log); err == nil && strings.Contains(string(b), serving) {
+			return p, false, nil
+		}
+	}
+	return p, false, nil
 }
 
 func (p *proc) stop() {
