@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // Backfill writes the OpenMetrics text (ending in "# EOF") into a new TSDB
@@ -62,7 +64,7 @@ type Target struct {
 // scraping tg, and returns its URL once it is ready.
 func StartScraping(t testing.TB, data string, tg Target) string {
 	t.Helper()
-	iv := promDuration(tg.Interval)
+	iv := model.Duration(tg.Interval).String()
 	conf := fmt.Sprintf("global: {scrape_interval: %s, scrape_timeout: %s, evaluation_interval: 1s}\n", iv, iv) +
 		"scrape_configs:\n- job_name: target\n  honor_labels: true\n  scheme: https\n" +
 		fmt.Sprintf("  tls_config: {ca_file: %q}\n  authorization: {credentials: %q}\n  static_configs: [{targets: [%q]}]\n", tg.CAFile, tg.BearerToken, tg.Addr)
@@ -71,9 +73,6 @@ func StartScraping(t testing.TB, data string, tg Target) string {
 	}
 	return run(t, data, conf)
 }
-
-// promDuration writes d as a Prometheus duration (whole milliseconds).
-func promDuration(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
 func run(t testing.TB, data, conf string) string {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Driver issues each tenant's requests at its shape's rate, on a
@@ -134,14 +135,12 @@ func (r *tenantRun) pace(ctx context.Context, clk clock.WithTicker, start time.T
 			if h >= hours {
 				return
 			}
-			if h != cur {
-				// One draw per hour, in order, so that a seed gives the
-				// same shapes.
-				for cur < h {
-					cur++
-					t := VirtualStart.Add(time.Duration(cur) * time.Hour)
-					rate = r.Rate(t, float64(cur)/24, r.rand)
-				}
+			// One draw per hour, in order, so that a seed gives the same
+			// shapes.
+			for cur < h {
+				cur++
+				t := VirtualStart.Add(time.Duration(cur) * time.Hour)
+				rate = r.Rate(t, float64(cur)/24, r.rand)
 			}
 			tokens += rate * now.Sub(last).Seconds()
 			last = now
@@ -187,7 +186,7 @@ func (r *tenantRun) do(ctx context.Context, class byte) error {
 		r.deletes = !r.deletes
 		r.mu.Unlock()
 		if del {
-			return ignoreNotFound(pods.Delete(ctx, name, metav1.DeleteOptions{}))
+			return client.IgnoreNotFound(pods.Delete(ctx, name, metav1.DeleteOptions{}))
 		}
 		_, err := pods.Create(ctx, pod(name), metav1.CreateOptions{})
 		if err == nil {
@@ -204,7 +203,7 @@ func (r *tenantRun) do(ctx context.Context, class byte) error {
 		}
 		r.mu.Unlock()
 		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		return ignoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	default:
 		_, err := pods.List(ctx, metav1.ListOptions{Limit: 10})
 		return err

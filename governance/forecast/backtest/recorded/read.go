@@ -63,7 +63,8 @@ func Read(ctx context.Context, url string, start time.Time, hour time.Duration, 
 }
 
 // hourly is a counter's increase in each hour [start+h·hour,
-// start+(h+1)·hour), from its value interpolated at the boundaries. A
+// start+(h+1)·hour), from its value interpolated at the boundaries;
+// samples come in time order, as Prometheus returns them. A
 // counter that appears during the recording was 0 one scrape before its
 // first sample; a decrease is a restart (counted from 0).
 func hourly(samples []model.SamplePair, start time.Time, hour time.Duration, hours int) []float64 {
@@ -85,7 +86,6 @@ func hourly(samples []model.SamplePair, start time.Time, hour time.Duration, hou
 		prev = v
 		pts = append(pts, pt{s.Timestamp.Time(), v + offset})
 	}
-	sort.Slice(pts, func(i, j int) bool { return pts[i].t.Before(pts[j].t) })
 	at := func(t time.Time) float64 {
 		i := sort.Search(len(pts), func(i int) bool { return !pts[i].t.Before(t) })
 		switch {
