@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
@@ -45,7 +46,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 
-	var file, memberKubeconfig, state string
+	var file, memberKubeconfig, state, emulator string
 	var wait time.Duration
 	join := &cobra.Command{
 		Use:   "join -f clusters/NAME.yaml --kubeconfig MEMBER [--state STORE]",
@@ -67,7 +68,11 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			m := fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: state}
 			if state != "" {
 				// The member's identity from the store it was created
-				// from: the kubeconfig only lends its credentials.
+				// from: the kubeconfig only lends its credentials. An
+				// s3:// store is read as `cluster create` writes it.
+				if err := (bootstrap.Env{Emulator: emulator, Region: l.Region}).Setup(); err != nil {
+					return err
+				}
 				if m.StateCA, err = statestore.ClusterCA(cmd.Context(), state, render.ClusterName(l.ClusterDefinition)); err != nil {
 					return err
 				}
@@ -82,6 +87,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	join.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
 	join.Flags().StringVar(&memberKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the member (default $KUBECONFIG)")
 	join.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store the member was created from: its apiserver must present a certificate of the cluster's CA there, and the fleet trusts that CA (default $KOPS_STATE_STORE; empty: the kubeconfig's CA)")
+	join.Flags().StringVar(&emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback: an s3:// --state is read there (default $"+bootstrap.EmulatorEnv+")")
 	join.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the member to be Ready in the fleet (0: do not wait)")
 	_ = join.MarkFlagRequired("file")
 

@@ -3,6 +3,8 @@ package aws
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"slices"
 	"strings"
 	"testing"
@@ -11,10 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/internal/awsemu"
 	"github.com/trellis-dev/trellis/internal/awsemu/awsemutest"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
 const (
@@ -95,6 +101,41 @@ func TestIntegrationClusterLifecycle(t *testing.T) {
 			if _, ok := stored["clusters/"+clusterName+"/"+k]; !ok {
 				t.Errorf("state store lacks %s", k)
 			}
+		}
+	})
+
+	t.Run("a fleet join reads the cluster's CA that kops made in S3", func(t *testing.T) {
+		// The binary, with the emulator from $TRELLIS_AWS_EMULATOR alone: a
+		// member that is not this cluster (a loopback control plane with a
+		// CA of its own) is refused before anything is written, on the
+		// member or the fleet (its own apiserver stands in for the fleet's:
+		// it is never reached).
+		member := cluster.Start(t, cluster.Options{})
+		r := trellis("fleet", "join", "-f", def, "--kubeconfig", member.Kubeconfig, "--fleet-kubeconfig", member.Kubeconfig, "--state", state, "--wait", "0")
+		if r.code == 0 || !strings.Contains(r.stderr, "does not present a certificate of the cluster's CA in state store "+state) ||
+			!strings.Contains(r.stderr, "certificate signed by unknown authority") {
+			t.Fatalf("join of another cluster against the state store: %s", r)
+		}
+		if _, err := member.Client.CoreV1().Namespaces().Get(context.Background(), "karmada-cluster", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a refused join wrote to the member: namespace karmada-cluster: %v", err)
+		}
+
+		// In process: what the join trusts is kops's own CA.
+		for _, kv := range kopsEnv(proxy.URL) {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		pemCA, err := statestore.ClusterCA(context.Background(), state, clusterName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(pemCA)
+		if block == nil {
+			t.Fatalf("ClusterCA returned no PEM: %q", pemCA)
+		}
+		ca, err := x509.ParseCertificate(block.Bytes)
+		if err != nil || !ca.IsCA || ca.Subject.CommonName != "kubernetes-ca" {
+			t.Fatalf("the state store's CA: %v %+v, want kops's kubernetes-ca", err, ca)
 		}
 	})
 
