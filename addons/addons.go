@@ -21,8 +21,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/config"
 	"github.com/trellis-dev/trellis/config/manifests"
+	"github.com/trellis-dev/trellis/internal/versions"
 )
 
 // Namespace is where the runtime runs.
@@ -60,6 +62,16 @@ type Values struct {
 	// CronJob (`trellis quota watch`), from the definition's quota section.
 	QuotaSchedule  string
 	QuotaWatchArgs []string
+	// KubeRepository, KubernetesVersion and EtcdTag name the Kubernetes
+	// images of a control plane an addon runs (the fleet's): those the
+	// cluster's nodes have (kind) or pull (AWS).
+	KubeRepository    string
+	KubernetesVersion string
+	EtcdTag           string
+	// KarmadaEtcdClaim keeps the fleet's etcd on a persistent volume (AWS);
+	// kind clusters have no volume provisioner: an emptyDir, which lives as
+	// long as the pod.
+	KarmadaEtcdClaim bool
 }
 
 // Registry of the runtime images.
@@ -77,6 +89,8 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 		Cluster: def.Name, Registry: Registry, TrustDomain: def.Runtime.TrustDomain, PodCIDR: def.Network.PodCIDR,
 		ZooKeeper: strings.Join(def.Runtime.ZooKeeper.Ensemble, ","), ZooKeeperRoot: def.Runtime.ZooKeeper.Root,
 		IssuerReplicas: 2, ControllerReplicas: 2, NetworkMode: "bridge",
+		KubeRepository: render.ImageRepository(def), KubernetesVersion: "v" + strings.TrimPrefix(def.KubernetesVersion, "v"),
+		EtcdTag: render.EtcdImageTag(versions.Etcd), KarmadaEtcdClaim: def.Cloud == definition.CloudAWS,
 	}
 	if def.Cloud == definition.CloudAWS {
 		v.NetworkMode = "aws"

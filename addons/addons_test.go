@@ -50,7 +50,7 @@ func TestIndexFlowSchemas(t *testing.T) {
 // kind and AWS, only the values differ. CRD bodies are config/crd's own
 // golden-checked files, so they are listed by name here.
 func TestRenderGolden(t *testing.T) {
-	for _, name := range []string{"local", "prod-us-east-1", "staging-us-west-2"} {
+	for _, name := range []string{"local", "prod-us-east-1", "staging-us-west-2", "fleet-us-east-1"} {
 		t.Run(name, func(t *testing.T) {
 			rendered, err := Render(load(t, name))
 			if err != nil {

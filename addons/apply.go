@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/internal/kubeapply"
 	"github.com/trellis-dev/trellis/internal/pki"
@@ -43,6 +46,8 @@ type Applier struct {
 	CA *pki.State
 	// Force re-applies unchanged addons.
 	Force bool
+	// Clock dates the certificates the applier mints (default: real).
+	Clock clock.PassiveClock
 }
 
 // NewApplier connects to the cluster of cfg.
@@ -77,7 +82,7 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 	if err != nil {
 		return nil, err
 	}
-	if err := a.ensureSecrets(ctx); err != nil {
+	if err := a.ensureSecrets(ctx, rendered); err != nil {
 		return nil, err
 	}
 	var results []Result
@@ -133,7 +138,7 @@ func (a *Applier) record(ctx context.Context) (*corev1.ConfigMap, error) {
 
 // ensureSecrets creates the secrets the bundle references and does not
 // render (key material never goes through templates or golden files).
-func (a *Applier) ensureSecrets(ctx context.Context) error {
+func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error {
 	create := func(name string, data map[string][]byte) error {
 		_, err := a.Client.CoreV1().Secrets(Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Data: data}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -150,6 +155,23 @@ func (a *Applier) ensureSecrets(ctx context.Context) error {
 			return err
 		}
 	}
+	if slices.ContainsFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon }) {
+		if _, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			c := a.Clock
+			if c == nil {
+				c = clock.RealClock{}
+			}
+			data, err := karmadaPKI(c.Now())
+			if err != nil {
+				return fmt.Errorf("fleet control plane certificates: %w", err)
+			}
+			if err := create(KarmadaSecret, data); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return fmt.Errorf("failed to read secret %s: %w", KarmadaSecret, err)
+		}
+	}
 	pw := make([]byte, 24)
 	if _, err := rand.Read(pw); err != nil {
 		return err
@@ -158,6 +180,9 @@ func (a *Applier) ensureSecrets(ctx context.Context) error {
 }
 
 func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
+	if err := a.replaceJobs(ctx, r.Objects); err != nil {
+		return err
+	}
 	// CRDs first, then wait until they are served.
 	if err := a.kube.ApplyCRDsFirst(ctx, r.Objects...); err != nil {
 		return err
@@ -193,6 +218,21 @@ func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructur
 					why = "DaemonSet " + o.GetName() + " not ready on every node"
 					return false, nil
 				}
+			case "Job":
+				j, err := a.Client.BatchV1().Jobs(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+				if err != nil {
+					why = "Job " + o.GetName() + " not found"
+					return false, nil
+				}
+				for _, c := range j.Status.Conditions {
+					if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+						return false, fmt.Errorf("job %s failed: %s: %s", o.GetName(), c.Reason, c.Message)
+					}
+				}
+				if j.Status.Succeeded < 1 {
+					why = "Job " + o.GetName() + " not complete"
+					return false, nil
+				}
 			case "StatefulSet":
 				s, err := a.Client.AppsV1().StatefulSets(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
 				if err != nil || s.Status.ReadyReplicas < *s.Spec.Replicas {
@@ -203,8 +243,34 @@ func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructur
 		}
 		return true, nil
 	})
-	if err != nil {
+	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
 		return fmt.Errorf("not ready within %s: %s", a.Wait, why)
+	}
+	return err
+}
+
+// replaceJobs deletes the addon's Jobs that exist, and waits until they
+// are gone, so that they run again as rendered: a Job's template cannot be
+// updated, and an addon is applied again only when it changed (or is
+// forced).
+func (a *Applier) replaceJobs(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		if o.GetKind() != "Job" {
+			continue
+		}
+		jobs := a.Client.BatchV1().Jobs(o.GetNamespace())
+		fg := metav1.DeletePropagationForeground
+		if err := jobs.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("failed to delete job %s to run it again: %w", o.GetName(), err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := jobs.Get(ctx, o.GetName(), metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}); err != nil {
+			return fmt.Errorf("job %s was not deleted: %w", o.GetName(), err)
+		}
 	}
 	return nil
 }

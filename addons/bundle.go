@@ -43,7 +43,7 @@ func Apply(ctx context.Context, def *definition.ClusterDefinition, o ApplyOption
 	if err != nil {
 		return nil, err
 	}
-	a.Force, a.Wait = o.Force, o.Wait
+	a.Force, a.Wait, a.Clock = o.Force, o.Wait, o.Clock
 	if a.CA, err = IssuerCA(ctx, def, o.StateStore, o.Clock); err != nil {
 		return nil, err
 	}

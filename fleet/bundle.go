@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"os"
 	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/config"
@@ -79,4 +83,71 @@ func Install(ctx context.Context, fleet *rest.Config) (int, error) {
 		return 0, err
 	}
 	return len(objs), nil
+}
+
+// InstallOptions tune InstallAll.
+type InstallOptions struct {
+	// KarmadaDir, when set, has Karmada's own API installed first
+	// (karmada.Install) from KarmadaDir/manifests, with its webhook and
+	// aggregated apiserver at WebhookURL and AggregatedHost:AggregatedPort,
+	// their certificates signed by the CA the fleet's kubeconfig trusts.
+	KarmadaDir     string
+	WebhookURL     string
+	AggregatedHost string
+	AggregatedPort int
+	// Wait is how long to retry while the fleet's components start.
+	Wait time.Duration
+	Log  *slog.Logger
+}
+
+// InstallAll installs Karmada's API (with KarmadaDir) and then the fleet
+// bundle, retrying the bundle until Wait is spent (Karmada's webhook
+// admits its interpreter customizations and taint policy).
+func InstallAll(ctx context.Context, fleet *rest.Config, o InstallOptions) (int, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.KarmadaDir != "" {
+		if o.WebhookURL == "" {
+			return 0, fmt.Errorf("--karmada needs the webhook's URL (--webhook-url)")
+		}
+		ca, err := caPEM(fleet)
+		if err != nil {
+			return 0, err
+		}
+		if err := karmada.Install(ctx, fleet, karmada.InstallOptions{
+			ManifestDir: o.KarmadaDir, WebhookURL: o.WebhookURL, AggregatedHost: o.AggregatedHost,
+			AggregatedPort: o.AggregatedPort, CAPEM: ca, Wait: o.Wait, Log: o.Log,
+		}); err != nil {
+			return 0, err
+		}
+	}
+	var n int
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, o.Wait, true, func(ctx context.Context) (bool, error) {
+		if n, last = Install(ctx, fleet); last != nil {
+			o.Log.Info("fleet bundle: retrying", "err", last)
+			return o.Wait == 0, nil
+		}
+		return true, nil
+	})
+	if last != nil {
+		return 0, last
+	}
+	return n, err
+}
+
+// caPEM is the CA the fleet's client config trusts.
+func caPEM(cfg *rest.Config) ([]byte, error) {
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile == "" {
+		return nil, fmt.Errorf("the fleet's kubeconfig names no CA: Karmada's webhook and aggregated apiserver certificates are checked against it")
+	}
+	data, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("the fleet's CA: %w", err)
+	}
+	return data, nil
 }

@@ -28,6 +28,28 @@ type HostQuirks struct {
 // DefaultNodeImage is the kind node image `trellis local node-image` builds.
 var DefaultNodeImage = "trellis/kind-node:" + versions.Kubernetes
 
+// KindImageRepository names the control-plane images (kube-apiserver,
+// etcd, ...) of the local node image: kubeadm is pointed at it, and addons
+// that run a control plane of their own (the fleet's) use the same images.
+// ProductionImageRepository is where AWS clusters take them.
+const (
+	KindImageRepository       = "trellis.local/k8s"
+	ProductionImageRepository = "registry.k8s.io"
+)
+
+// ImageRepository is where a cluster's nodes find the Kubernetes
+// control-plane images.
+func ImageRepository(d *definition.ClusterDefinition) string {
+	if d.Cloud == definition.CloudKind {
+		return KindImageRepository
+	}
+	return ProductionImageRepository
+}
+
+// EtcdImageTag is the tag kubeadm's etcd image carries for an etcd version
+// (v3.6.10 -> 3.6.10-0).
+func EtcdImageTag(v string) string { return strings.TrimPrefix(v, "v") + "-0" }
+
 // LabelInstanceGroup is the node label naming the instance group a node
 // belongs to: kops sets it on AWS (kops-controller), `trellis local up` on
 // the kind nodes once they have joined, from LabelKindInstanceGroup (a

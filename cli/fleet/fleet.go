@@ -28,16 +28,22 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	var fleetKubeconfig string
 	cmd.PersistentFlags().StringVar(&fleetKubeconfig, "fleet-kubeconfig", os.Getenv("TRELLIS_FLEET_KUBECONFIG"), "kubeconfig of the fleet's (Karmada) apiserver ($TRELLIS_FLEET_KUBECONFIG)")
 
+	var karmadaDir, webhookURL, aggregatedHost string
+	var aggregatedPort int
+	var installWait time.Duration
 	install := &cobra.Command{
-		Use:   "install",
-		Short: "Apply the fleet bundle: the workload CRDs, an interpreter customization per kind, the not-Ready taint policy",
+		Use:   "install [--karmada DIR --webhook-url URL]",
+		Short: "Apply the fleet bundle: the workload CRDs, an interpreter customization per kind, the not-Ready taint policy (with --karmada, Karmada's own API first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.Config(fleetKubeconfig, userAgent)
 			if err != nil {
 				return err
 			}
-			n, err := fleet.Install(cmd.Context(), cfg)
+			n, err := fleet.InstallAll(cmd.Context(), cfg, fleet.InstallOptions{
+				KarmadaDir: karmadaDir, WebhookURL: webhookURL, AggregatedHost: aggregatedHost,
+				AggregatedPort: aggregatedPort, Wait: installWait, Log: logger(s),
+			})
 			if err != nil {
 				return err
 			}
@@ -45,6 +51,11 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			return nil
 		},
 	}
+	install.Flags().StringVar(&karmadaDir, "karmada", "", "install Karmada's own API first, from DIR/manifests (the layout `make tools` caches; the fleet-install image's /karmada)")
+	install.Flags().StringVar(&webhookURL, "webhook-url", "", "with --karmada: karmada-webhook's base URL, as the fleet's apiserver reaches it")
+	install.Flags().StringVar(&aggregatedHost, "aggregated-host", "localhost", "with --karmada: karmada-aggregated-apiserver's host, as the fleet's apiserver reaches it")
+	install.Flags().IntVar(&aggregatedPort, "aggregated-port", 7443, "with --karmada: karmada-aggregated-apiserver's port")
+	install.Flags().DurationVar(&installWait, "wait", 0, "retry while the fleet's components start, up to this long")
 
 	var file, memberKubeconfig, state, emulator string
 	var wait time.Duration

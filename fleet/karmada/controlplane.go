@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -116,10 +114,8 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 	for i, n := range names {
 		cp.ports[n] = ports[i]
 	}
-	for _, ns := range []string{SystemNamespace, ClusterNamespace} {
-		if _, err := plane.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("failed to create namespace %s: %w", ns, err)
-		}
+	if err := ensureNamespaces(ctx, plane.Client); err != nil {
+		return nil, err
 	}
 	webhookURL := "https://127.0.0.1:" + strconv.Itoa(cp.ports["webhook"])
 	crdObjs, err := crds(bin, webhookURL, plane.CAPEM())
@@ -165,7 +161,7 @@ func (cp *ControlPlane) startAggregated(ctx context.Context) error {
 		"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--cert-dir="+filepath.Join(cp.Dir, "aggregated-certs"))...); err != nil {
 		return err
 	}
-	if err := cp.Applier.Apply(ctx, aggregation(port, cp.CAPEM())...); err != nil {
+	if err := cp.Applier.Apply(ctx, aggregation("localhost", port, cp.CAPEM())...); err != nil {
 		return err
 	}
 	// Available once the apiserver reaches it: then clusters can be listed.

@@ -26,7 +26,7 @@ const (
 	caBundlePlaceholder = "{{caBundle}}"
 )
 
-// crds reads every Karmada CRD (its controllers exit when one is missing)
+// crds reads, from dir's manifests folder, every Karmada CRD (its controllers exit when one is missing)
 // and sets the conversion webhook of those the upstream patches convert
 // (the bindings, stored as v1alpha2 and served as v1alpha1 too) to
 // webhookURL.
@@ -117,13 +117,14 @@ func webhookConfigs(dir, webhookURL string, caPEM []byte) ([]*unstructured.Unstr
 }
 
 // aggregation is the Service and APIService through which the Karmada
-// apiserver serves cluster.karmada.io from the aggregated apiserver on
-// port: an ExternalName Service resolves to localhost on loopback.
-func aggregation(port int, caPEM []byte) []*unstructured.Unstructured {
+// apiserver serves cluster.karmada.io from the aggregated apiserver at
+// host:port: an ExternalName Service (localhost on loopback, and in the
+// management cluster's pod that runs both).
+func aggregation(host string, port int, caPEM []byte) []*unstructured.Unstructured {
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{"name": AggregatedAPIServer, "namespace": SystemNamespace},
-		"spec":     map[string]any{"type": "ExternalName", "externalName": "localhost"},
+		"spec":     map[string]any{"type": "ExternalName", "externalName": host},
 	}}
 	apiSvc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",

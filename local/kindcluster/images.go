@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/local/nodeimage"
 )
 
@@ -26,7 +27,25 @@ var binaries = map[string]string{
 	"config-init":  "trellis-config-init",
 	"hello":        "trellis-hello",
 	"quota":        "trellis",
+	// The fleet's control plane (addons karmada-apiserver and karmada):
+	// Karmada's own binaries, from where `make tools` builds them, and
+	// the trellis CLI that installs Karmada's API, with its manifests.
+	"karmada-aggregated-apiserver": karmada.AggregatedAPIServer,
+	"karmada-webhook":              karmada.Webhook,
+	"karmada-scheduler":            karmada.Scheduler,
+	"karmada-controller-manager":   karmada.ControllerManager,
+	"fleet-install":                "trellis",
 }
+
+// fromKarmada are the images whose binary is Karmada's (in karmada.BinDir()).
+var fromKarmada = map[string]bool{
+	"karmada-aggregated-apiserver": true, "karmada-webhook": true,
+	"karmada-scheduler": true, "karmada-controller-manager": true,
+}
+
+// karmadaManifests are images that carry Karmada's manifests at
+// /karmada/manifests (what `trellis fleet install --karmada /karmada` reads).
+var karmadaManifests = map[string]bool{"fleet-install": true}
 
 // extras are binaries an image carries beside its entrypoint, at
 // /<binary>: netd's image carries the trellis-cni plugin of its AWS mode,
@@ -81,12 +100,21 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 		if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777); err != nil {
 			return nil, err
 		}
-		copies := ""
+		copies, src, build := "", binDir, "make build"
+		if fromKarmada[base] {
+			src, build = karmada.BinDir(), "make tools"
+		}
 		for _, b := range append([]string{bin}, extras[base]...) {
-			if err := link(filepath.Join(binDir, b), filepath.Join(dir, b)); err != nil {
-				return nil, fmt.Errorf("image %s: %w (make build)", img, err)
+			if err := link(filepath.Join(src, b), filepath.Join(dir, b)); err != nil {
+				return nil, fmt.Errorf("image %s: %w (%s)", img, err, build)
 			}
 			copies += fmt.Sprintf("COPY %s /%s\n", b, b)
+		}
+		if karmadaManifests[base] {
+			if err := os.CopyFS(filepath.Join(dir, "karmada", "manifests"), os.DirFS(filepath.Join(karmada.BinDir(), "manifests"))); err != nil {
+				return nil, fmt.Errorf("image %s: Karmada's manifests: %w (make tools)", img, err)
+			}
+			copies += "COPY karmada/manifests /karmada/manifests\n"
 		}
 		from := "scratch"
 		if needsTools[base] {

@@ -2,10 +2,12 @@ package kindcluster
 
 import (
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/controller/inject"
 )
 
@@ -21,7 +23,9 @@ func RuntimeImages(rendered []addons.Rendered) []string {
 					list, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(path), kind)...)
 					for _, c := range list {
 						if m, ok := c.(map[string]any); ok {
-							if img, ok := m["image"].(string); ok && img != "" {
+							// The Kubernetes images of the node image (a
+							// control plane an addon runs) are there.
+							if img, ok := m["image"].(string); ok && img != "" && !strings.HasPrefix(img, render.KindImageRepository+"/") {
 								out = append(out, img)
 							}
 						}

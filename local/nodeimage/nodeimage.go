@@ -31,12 +31,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/trellis-dev/trellis/bootstrap/render"
 )
 
 // Repository is where the kubeadm images are named: kubeadm is pointed at
 // it (ClusterConfiguration imageRepository), so no upstream name is reused
 // for an image built here.
-const Repository = "trellis.local/k8s"
+const Repository = render.KindImageRepository
 
 // Packages are the Debian packages of the node rootfs (kind's base image
 // list, less what a local cluster does not use: NFS, iSCSI, fuse).
@@ -90,7 +92,7 @@ func ImagesFor(o Options) Images {
 
 // EtcdTag is the tag kubeadm's etcd image carries for an etcd version
 // (v3.6.10 -> 3.6.10-0).
-func EtcdTag(v string) string { return strings.TrimPrefix(v, "v") + "-0" }
+func EtcdTag(v string) string { return render.EtcdImageTag(v) }
 
 func (o *Options) defaults() {
 	if o.Suite == "" {

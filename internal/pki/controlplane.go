@@ -1,0 +1,153 @@
+package pki
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"time"
+)
+
+// ControlPlaneOptions name the certificates of a kube-apiserver run as a
+// workload (a fleet's apiserver in a management cluster).
+type ControlPlaneOptions struct {
+	// Name prefixes the CAs' common names.
+	Name string
+	// APIServerNames are the apiserver's DNS names and IP addresses.
+	APIServerNames []string
+	// Serving are servers beside the apiserver that it calls and must
+	// trust (an aggregated apiserver, a webhook): file prefix -> names.
+	Serving map[string][]string
+	// AdminUser is the common name of the client certificate in the
+	// system:masters group the control plane's own components use.
+	AdminUser string
+	// TTL is the certificates' lifetime; the CAs live ten times longer.
+	TTL time.Duration
+	Now time.Time
+}
+
+// Files of a control plane's PKI, by name: ca.crt, ca.key, apiserver.crt,
+// apiserver.key, front-proxy-ca.crt, front-proxy-client.crt,
+// front-proxy-client.key, sa.key, sa.pub, admin.crt, admin.key, and
+// <prefix>.crt and <prefix>.key per Serving entry. kubeadm's layout.
+const (
+	CACert, CAKey                 = "ca.crt", "ca.key"
+	APIServerCert, APIServerKey   = "apiserver.crt", "apiserver.key"
+	FrontProxyCACert              = "front-proxy-ca.crt"
+	FrontProxyCert, FrontProxyKey = "front-proxy-client.crt", "front-proxy-client.key"
+	SAKey, SAPub                  = "sa.key", "sa.pub"
+	AdminCert, AdminKey           = "admin.crt", "admin.key"
+	// FrontProxyUser is the front-proxy client certificate's common name
+	// (the apiserver's --requestheader-allowed-names).
+	FrontProxyUser = "front-proxy-client"
+)
+
+// NewControlPlane makes the CA, the apiserver's serving certificate, the
+// front-proxy CA and client of the aggregation layer, the service-account
+// key pair (RSA, as kubeadm makes it), an admin client certificate and the
+// serving certificates of Serving, all PEM.
+func NewControlPlane(o ControlPlaneOptions) (map[string][]byte, error) {
+	if o.TTL <= 0 {
+		return nil, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
+	}
+	out := map[string][]byte{}
+	ca, err := newCA(o.Name+" ca", o.Now, 10*o.TTL)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := newCA(o.Name+" front-proxy ca", o.Now, 10*o.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if err := putPair(out, "ca", ca); err != nil {
+		return nil, err
+	}
+	out[FrontProxyCACert] = EncodeCerts(fp.Cert)
+	leaf := func(parent *KeyPair, name string, tmpl *x509.Certificate) error {
+		key, err := NewKey()
+		if err != nil {
+			return err
+		}
+		tmpl.SerialNumber = serial()
+		tmpl.NotBefore, tmpl.NotAfter = o.Now.Add(-time.Hour), o.Now.Add(o.TTL)
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+		c, err := parent.Issue(tmpl, key.Public())
+		if err != nil {
+			return fmt.Errorf("failed to issue %s: %w", name, err)
+		}
+		return putPair(out, name, &KeyPair{Cert: c, Key: key})
+	}
+	serving := func(cn string, names []string) *x509.Certificate {
+		t := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		for _, n := range names {
+			if ip := net.ParseIP(n); ip != nil {
+				t.IPAddresses = append(t.IPAddresses, ip)
+			} else {
+				t.DNSNames = append(t.DNSNames, n)
+			}
+		}
+		return t
+	}
+	if err := leaf(ca, "apiserver", serving("kube-apiserver", o.APIServerNames)); err != nil {
+		return nil, err
+	}
+	for prefix, names := range o.Serving {
+		if err := leaf(ca, prefix, serving(prefix, names)); err != nil {
+			return nil, err
+		}
+	}
+	client := func(cn string, groups ...string) *x509.Certificate {
+		return &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: groups}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	}
+	if err := leaf(ca, "admin", client(o.AdminUser, "system:masters")); err != nil {
+		return nil, err
+	}
+	if err := leaf(fp, "front-proxy-client", client(FrontProxyUser)); err != nil {
+		return nil, err
+	}
+	sa, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("failed to marshal the service-account key: %w", err)
+	}
+	out[SAKey] = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)})
+	out[SAPub] = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	return out, nil
+}
+
+// newCA is a self-signed CA (ECDSA P-256) named cn, valid for ttl.
+func newCA(cn string, now time.Time, ttl time.Duration) (*KeyPair, error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := SelfSign(&x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{Organization: []string{"Trellis"}, CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(ttl),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, key)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create CA %s: %w", cn, err)
+	}
+	return &KeyPair{Cert: cert, Key: key}, nil
+}
+
+// putPair stores <name>.crt and <name>.key.
+func putPair(out map[string][]byte, name string, kp *KeyPair) error {
+	key, err := EncodeKey(kp.Key)
+	if err != nil {
+		return err
+	}
+	out[name+".crt"], out[name+".key"] = EncodeCerts(kp.Cert), key
+	return nil
+}
