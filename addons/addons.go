@@ -72,6 +72,25 @@ type Values struct {
 	// kind clusters have no volume provisioner: an emptyDir, which lives as
 	// long as the pod.
 	KarmadaEtcdClaim bool
+	// KarmadaCPU are the fleet components' CPU requests, by container:
+	// what a management cluster reserves for them; on kind a token amount
+	// (the local nodes' two CPUs are taken by the cluster's own addons).
+	KarmadaCPU map[string]string
+}
+
+// karmadaCPU are the fleet components' CPU requests on AWS.
+var karmadaCPU = map[string]string{
+	"etcd": "100m", "kube-apiserver": "250m", "aggregated-apiserver": "50m", "kube-controller-manager": "50m",
+	"webhook": "50m", "install": "50m", "scheduler": "100m", "controller-manager": "200m",
+}
+
+// karmadaCPUKind are the token requests of a local management cluster.
+func karmadaCPUKind() map[string]string {
+	out := map[string]string{}
+	for k := range karmadaCPU {
+		out[k] = "10m"
+	}
+	return out
 }
 
 // Registry of the runtime images.
@@ -98,8 +117,10 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 	if v.ZooKeeperRoot == "" {
 		v.ZooKeeperRoot = "/discovery"
 	}
+	v.KarmadaCPU = karmadaCPU
 	if def.Cloud == definition.CloudKind {
 		v.IssuerReplicas, v.ControllerReplicas = 1, 1
+		v.KarmadaCPU = karmadaCPUKind()
 	}
 	sink := def.Runtime.LogSink
 	switch sink.Type {

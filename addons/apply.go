@@ -202,7 +202,10 @@ func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
 // waitReady waits for the addon's Deployments, DaemonSets and StatefulSets.
 func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructured) error {
 	var why string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(ctx context.Context) (bool, error) {
+	// The checks read with the caller's context, not the poll's: the
+	// poll's deadline would fail the last round's reads, and name the
+	// first object checked as the one not ready.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
 		for _, o := range objs {
 			ns := o.GetNamespace()
 			switch o.GetKind() {

@@ -15,6 +15,7 @@ import (
 // names its certificates carry.
 const (
 	KarmadaAPIServerAddon = "karmada-apiserver"
+	KarmadaAddon          = "karmada"
 	KarmadaSecret         = "karmada-pki"
 	// KarmadaKubeconfig reaches the fleet's apiserver through its Service;
 	// KarmadaLocalKubeconfig over the pod's loopback (the aggregated

@@ -51,6 +51,10 @@ type Member struct {
 	StateCA []byte
 	// StateStore names where StateCA came from, for errors.
 	StateStore string
+	// Endpoint is the member apiserver's URL as the fleet's controllers
+	// reach it, when that is not Config's (a management cluster that is
+	// also a member: https://kubernetes.default.svc).
+	Endpoint string
 }
 
 // JoinOptions tune Join.
@@ -79,6 +83,11 @@ func Join(ctx context.Context, fleet *rest.Config, m Member, o JoinOptions) erro
 	endpoint, err := url.Parse(m.Config.Host)
 	if err != nil || endpoint.Scheme != "https" {
 		return fmt.Errorf("member %s: its apiserver %q is not an https URL: Karmada reaches members over https", def.Name, m.Config.Host)
+	}
+	if m.Endpoint != "" {
+		if u, err := url.Parse(m.Endpoint); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("member %s: endpoint %q is not an https URL: Karmada reaches members over https", def.Name, m.Endpoint)
+		}
 	}
 	ca := m.StateCA
 	if ca != nil {
@@ -112,11 +121,15 @@ func Join(ctx context.Context, fleet *rest.Config, m Member, o JoinOptions) erro
 		"type": "Opaque",
 		"data": map[string]any{"token": b64(token), "caBundle": b64(ca)},
 	}}
-	cluster := clusterObject(def, m.Config.Host, string(ks.UID))
+	apiEndpoint := m.Config.Host
+	if m.Endpoint != "" {
+		apiEndpoint = m.Endpoint
+	}
+	cluster := clusterObject(def, apiEndpoint, string(ks.UID))
 	if err := a.Apply(ctx, secret, cluster); err != nil {
 		return fmt.Errorf("member %s: %w", def.Name, err)
 	}
-	o.Log.Info("member joined", "member", def.Name, "endpoint", m.Config.Host, "id", ks.UID)
+	o.Log.Info("member joined", "member", def.Name, "endpoint", apiEndpoint, "id", ks.UID)
 	if o.Wait == 0 {
 		return nil
 	}

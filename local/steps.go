@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/internal/fsync"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
 )
@@ -22,7 +25,31 @@ func (u *up) steps() []Step {
 		{Name: "instance-group labels", Execute: u.labelInstanceGroups},
 		{Name: "images", Execute: u.loadImages},
 		{Name: "addons", Execute: u.applyAddons},
+		{Name: "fleet kubeconfig", Execute: u.fleetKubeconfig},
 	}
+}
+
+// FleetAddons are the addons of the fleet's control plane (Options.Fleet),
+// at the bundle's versions.
+func FleetAddons() []definition.Addon {
+	return []definition.Addon{{Name: addons.KarmadaAPIServerAddon}, {Name: addons.KarmadaAddon}}
+}
+
+// fleetKubeconfig writes the fleet's admin kubeconfig (to the pod's
+// loopback address, which a port-forward reaches) when Fleet is on.
+func (u *up) fleetKubeconfig(ctx context.Context) error {
+	if !u.o.Fleet {
+		return nil
+	}
+	s, err := u.client.CoreV1().Secrets(addons.Namespace).Get(ctx, addons.KarmadaSecret, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the fleet's credentials: %w", err)
+	}
+	if err := fsync.WriteFile(u.o.FleetKubeconfig, s.Data[addons.KarmadaLocalKubeconfig], 0o600); err != nil {
+		return err
+	}
+	u.o.Log.Info("wrote the fleet's kubeconfig", "path", u.o.FleetKubeconfig, "reach", "kubectl -n "+addons.Namespace+" port-forward svc/"+addons.KarmadaService+" 5443")
+	return nil
 }
 
 // nodeImage assembles the kind node image (cached by content).

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +39,14 @@ type Options struct {
 	Retain bool
 	// Wait is how long each addon may take to become ready.
 	Wait time.Duration
+	// Fleet makes the cluster the fleet's management cluster as well: the
+	// Karmada addons (FleetAddons) beside the definition's, and the
+	// fleet's admin kubeconfig written to FleetKubeconfig (default: beside
+	// Kubeconfig, fleet-<name>.kubeconfig), for https://127.0.0.1:5443
+	// through `kubectl -n trellis-system port-forward svc/karmada-apiserver
+	// 5443`. Up without Fleet on the same cluster prunes them.
+	Fleet           bool
+	FleetKubeconfig string
 	// Log receives progress; Out the addon applier's lines.
 	Log *slog.Logger
 	Out io.Writer
@@ -64,6 +74,8 @@ type Result struct {
 	Cluster    string
 	Kubeconfig string
 	NodeImage  string
+	// FleetKubeconfig is where the fleet's kubeconfig was written (Fleet).
+	FleetKubeconfig string
 	// Created is false when an existing cluster was reused.
 	Created bool
 	// Steps are the steps run, in order, with their durations.
@@ -92,6 +104,14 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 	if o.Image.Log == nil {
 		o.Image.Log = o.Log
 	}
+	if o.Fleet {
+		d := *def
+		d.Addons = append(slices.Clone(def.Addons), FleetAddons()...)
+		def = &d
+		if o.FleetKubeconfig == "" {
+			o.FleetKubeconfig = filepath.Join(filepath.Dir(o.Kubeconfig), "fleet-"+def.Name+".kubeconfig")
+		}
+	}
 	// Rendering checks the bundle before anything is built or created.
 	rendered, err := addons.Render(def)
 	if err != nil {
@@ -111,6 +131,9 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 		return res, err
 	}
 	res.NodeImage, res.Created = u.image, u.created
+	if o.Fleet {
+		res.FleetKubeconfig = o.FleetKubeconfig
+	}
 	return res, nil
 }
 

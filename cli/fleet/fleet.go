@@ -57,7 +57,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	install.Flags().IntVar(&aggregatedPort, "aggregated-port", 7443, "with --karmada: karmada-aggregated-apiserver's port")
 	install.Flags().DurationVar(&installWait, "wait", 0, "retry while the fleet's components start, up to this long")
 
-	var file, memberKubeconfig, state, emulator string
+	var file, memberKubeconfig, state, emulator, endpoint string
 	var wait time.Duration
 	join := &cobra.Command{
 		Use:   "join -f clusters/NAME.yaml --kubeconfig MEMBER [--state STORE]",
@@ -76,7 +76,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m := fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: state}
+			m := fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: state, Endpoint: endpoint}
 			if state != "" {
 				// The member's identity from the store it was created
 				// from: the kubeconfig only lends its credentials. An
@@ -99,6 +99,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	join.Flags().StringVar(&memberKubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the member (default $KUBECONFIG)")
 	join.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store the member was created from: its apiserver must present a certificate of the cluster's CA there, and the fleet trusts that CA (default $KOPS_STATE_STORE; empty: the kubeconfig's CA)")
 	join.Flags().StringVar(&emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback: an s3:// --state is read there (default $"+bootstrap.EmulatorEnv+")")
+	join.Flags().StringVar(&endpoint, "endpoint", "", "the member apiserver's URL as the fleet's controllers reach it (default: the kubeconfig's; https://kubernetes.default.svc for the management cluster itself)")
 	join.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the member to be Ready in the fleet (0: do not wait)")
 	_ = join.MarkFlagRequired("file")
 

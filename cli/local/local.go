@@ -82,6 +82,8 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	upCmd.Flags().BoolVar(&up.recreate, "recreate", false, "delete an existing cluster of that name first")
 	upCmd.Flags().BoolVar(&up.retain, "retain", false, "keep the nodes of a failed create, to debug it")
 	upCmd.Flags().DurationVar(&up.wait, "wait", 5*time.Minute, "how long each addon may take to become ready")
+	upCmd.Flags().BoolVar(&up.fleet, "fleet", false, "make it the fleet's management cluster too: Karmada's addons (karmada-apiserver, karmada); up without --fleet removes them")
+	upCmd.Flags().StringVar(&up.fleetKubeconfig, "fleet-kubeconfig", "", "with --fleet, where to write the fleet's kubeconfig (default: beside --kubeconfig)")
 
 	var file, kubeconfig string
 	down := &cobra.Command{
@@ -131,6 +133,8 @@ type upOptions struct {
 	file, kubeconfig, bin string
 	recreate, retain      bool
 	wait                  time.Duration
+	fleet                 bool
+	fleetKubeconfig       string
 }
 
 func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
@@ -142,6 +146,7 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	res, err := trellislocal.Up(ctx, l.ClusterDefinition, trellislocal.Options{
 		Kubeconfig: o.kubeconfig, Bin: o.bin, Image: o.image.options(log),
 		Recreate: o.recreate, Retain: o.retain, Wait: o.wait, Log: log, Out: s.Out,
+		Fleet: o.fleet, FleetKubeconfig: o.fleetKubeconfig,
 	})
 	if err != nil {
 		return err
@@ -152,6 +157,9 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	}
 	fmt.Fprintf(s.Out, "\nLocal cluster %s is up in %s, wired like production.\n", res.Cluster, took.Round(time.Second))
 	fmt.Fprintf(s.Out, "  export KUBECONFIG=%s\n  kubectl get nodes -o wide\n  kubectl apply -f config/samples/\n  kubectl get trellisservices\n", res.Kubeconfig)
+	if res.FleetKubeconfig != "" {
+		fmt.Fprintf(s.Out, "The fleet's control plane (Karmada) runs in it:\n  kubectl -n trellis-system port-forward svc/karmada-apiserver 5443 &\n  trellis fleet status --fleet-kubeconfig %s\n", res.FleetKubeconfig)
+	}
 	fmt.Fprintf(s.Out, "Delete it with: trellis local down -f %s\n", o.file)
 	return nil
 }

@@ -363,14 +363,27 @@ func execIn(t *testing.T, p *corev1.Pod, container string, cmd ...string) string
 // zookeeper-0 (pod IPs are not routed to the host).
 func zookeeper(t *testing.T) *zk.Conn {
 	t.Helper()
+	port := portForward(t, "trellis-system", "zookeeper-0", 2181)
+	conn, _, err := zk.Connect([]string{fmt.Sprintf("127.0.0.1:%d", port)}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// portForward forwards a loopback port to a pod's port for the test's
+// duration and returns the local port.
+func portForward(t *testing.T, namespace, pod string, port int) uint16 {
+	t.Helper()
 	transport, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace("trellis-system").Name("zookeeper-0").SubResource("portforward").URL()
+	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
 	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:2181"}, stop, ready, nil, os.Stderr)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, nil, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,16 +392,11 @@ func zookeeper(t *testing.T) *zk.Conn {
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
-		t.Fatal("port-forward to zookeeper-0 not ready")
+		t.Fatalf("port-forward to %s/%s not ready", namespace, pod)
 	}
 	ports, err := fw.GetPorts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, _, err := zk.Connect([]string{fmt.Sprintf("127.0.0.1:%d", ports[0].Local)}, 10*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
+	return ports[0].Local
 }
