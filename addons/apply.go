@@ -262,8 +262,10 @@ func (a *Applier) replaceJobs(ctx context.Context, objs []*unstructured.Unstruct
 			continue
 		}
 		jobs := a.Client.BatchV1().Jobs(o.GetNamespace())
-		fg := metav1.DeletePropagationForeground
-		if err := jobs.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); apierrors.IsNotFound(err) {
+		// Background: the Job goes at once and the garbage collector
+		// removes its pods (foreground deletion would wait on them).
+		bg := metav1.DeletePropagationBackground
+		if err := jobs.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg}); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return fmt.Errorf("failed to delete job %s to run it again: %w", o.GetName(), err)

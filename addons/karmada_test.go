@@ -1,0 +1,85 @@
+package addons
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/trellis-dev/trellis/internal/pki"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+)
+
+// TestIntegrationKarmadaAddons applies the management cluster's bundle
+// (clusters/fleet-us-east-1.yaml) to a real apiserver: the applier seeds
+// the fleet's certificates once, dated by its clock, and never replaces
+// them; a forced apply runs the install Job again (a Job's template cannot
+// be updated, so it is replaced).
+func TestIntegrationKarmadaAddons(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--allow-privileged=true"}})
+	ctx := context.Background()
+	a, err := NewApplier(cp.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	a.Clock = testclock.NewFakePassiveClock(now)
+	rendered, err := Render(load(t, "fleet-us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := pki.ParseCerts(s.Data[pki.APIServerCert])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !certs[0].NotBefore.Equal(now.Add(-time.Hour)) {
+		t.Errorf("apiserver certificate from %s, want the applier's clock (%s) less an hour", certs[0].NotBefore, now)
+	}
+	for name, server := range map[string]string{KarmadaKubeconfig: KarmadaServer(), KarmadaLocalKubeconfig: "https://127.0.0.1:5443"} {
+		kc, err := clientcmd.Load(s.Data[name])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cfg, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+		if err != nil || cfg.Host != server || !bytes.Equal(cfg.CAData, s.Data[pki.CACert]) || !bytes.Equal(cfg.CertData, s.Data[pki.AdminCert]) {
+			t.Errorf("%s: %v, server %q (want %q), or not the fleet's CA and admin certificate", name, err, cfg.Host, server)
+		}
+	}
+	job, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a.Force = true
+	a.Clock = testclock.NewFakePassiveClock(now.Add(48 * time.Hour))
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	again, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range s.Data {
+		if !bytes.Equal(again.Data[k], v) {
+			t.Errorf("%s of %s replaced by a second apply", k, KarmadaSecret)
+		}
+	}
+	rerun, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rerun.UID == job.UID {
+		t.Error("the install Job was not replaced by a forced apply")
+	}
+}
