@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/config"
@@ -123,17 +122,13 @@ func InstallAll(ctx context.Context, fleet *rest.Config, o InstallOptions) (int,
 		}
 	}
 	var n int
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, o.Wait, true, func(ctx context.Context) (bool, error) {
-		if n, last = Install(ctx, fleet); last != nil {
-			o.Log.Info("fleet bundle: retrying", "err", last)
-			return o.Wait == 0, nil
+	err := karmada.Retry(ctx, o.Wait, func(ctx context.Context) error {
+		var err error
+		if n, err = Install(ctx, fleet); err != nil {
+			o.Log.Info("fleet bundle: retrying", "err", err)
 		}
-		return true, nil
+		return err
 	})
-	if last != nil {
-		return 0, last
-	}
 	return n, err
 }
 

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
+	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,18 +109,15 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 	if cp.Applier, err = apply.New(plane.Config, FieldManager); err != nil {
 		return nil, err
 	}
-	names := []string{"aggregated", "webhook", "webhook-health", "scheduler-health", "scheduler-metrics", "cm-health", "cm-metrics"}
-	ports, err := controlplane.FreePorts(len(names))
-	if err != nil {
-		return nil, err
-	}
-	for i, n := range names {
-		cp.ports[n] = ports[i]
-	}
 	if err := ensureNamespaces(ctx, plane.Client); err != nil {
 		return nil, err
 	}
-	webhookURL := "https://127.0.0.1:" + strconv.Itoa(cp.ports["webhook"])
+	// Each component takes its ports just before it starts (startServing):
+	// the webhook first, as its address goes into the CRDs' conversion.
+	if err := cp.startWebhook(ctx); err != nil {
+		return nil, err
+	}
+	webhookURL := cp.webhookURL()
 	crdObjs, err := crds(bin, webhookURL, plane.CAPEM())
 	if err != nil {
 		return nil, err
@@ -126,17 +126,20 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 		return nil, fmt.Errorf("karmada CRDs: %w", err)
 	}
 	opts.Log.Info("karmada CRDs established", "crds", len(crdObjs), "elapsed", time.Since(started).Round(time.Millisecond))
-
+	cfgs, err := webhookConfigs(cp.bin, webhookURL, cp.CAPEM())
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.Applier.Apply(ctx, cfgs...); err != nil {
+		return nil, err
+	}
 	if err := cp.startAggregated(ctx); err != nil {
 		return nil, err
 	}
-	if err := cp.startWebhook(ctx, webhookURL); err != nil {
+	if err := cp.startServing(ctx, Scheduler, []string{"scheduler-health", "scheduler-metrics"}, cp.StartScheduler, cp.healthy("scheduler-health")); err != nil {
 		return nil, err
 	}
-	if err := cp.StartScheduler(); err != nil {
-		return nil, err
-	}
-	if err := cp.StartControllerManager(); err != nil {
+	if err := cp.startServing(ctx, ControllerManager, []string{"cm-health", "cm-metrics"}, cp.StartControllerManager, cp.healthy("cm-health")); err != nil {
 		return nil, err
 	}
 	opts.Log.Info("karmada control plane up", "apiserver", plane.APIURL, "elapsed", time.Since(started).Round(time.Millisecond))
@@ -154,53 +157,48 @@ func (cp *ControlPlane) startAggregated(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	port := cp.ports["aggregated"]
-	if err := cp.StartProcess(AggregatedAPIServer, filepath.Join(cp.bin, AggregatedAPIServer), append(cp.kubeconfigFlags(),
-		"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
-		"--etcd-servers="+cp.EtcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--cert-dir="+filepath.Join(cp.Dir, "aggregated-certs"))...); err != nil {
-		return err
+	start := func() error {
+		return cp.StartProcess(AggregatedAPIServer, filepath.Join(cp.bin, AggregatedAPIServer), append(cp.kubeconfigFlags(),
+			"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+			"--etcd-servers="+cp.EtcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.ports["aggregated"]),
+			"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--cert-dir="+filepath.Join(cp.Dir, "aggregated-certs"))...)
 	}
-	if err := cp.Applier.Apply(ctx, aggregation("localhost", port, cp.CAPEM())...); err != nil {
-		return err
-	}
-	// Available once the apiserver reaches it: then clusters can be listed.
-	return cp.poll(ctx, AggregatedAPIServer, 90*time.Second, func(ctx context.Context) (bool, error) {
+	return cp.startServing(ctx, AggregatedAPIServer, []string{"aggregated"}, start, func(ctx context.Context) (bool, error) {
+		if !cp.logSays(AggregatedAPIServer, fmt.Sprintf("Serving securely on 127.0.0.1:%d", cp.ports["aggregated"])) {
+			return false, nil
+		}
+		if err := cp.Applier.Apply(ctx, aggregation("localhost", cp.ports["aggregated"], cp.CAPEM())...); err != nil {
+			return false, err
+		}
+		// Available once the apiserver reaches it: then clusters can be listed.
 		_, err := cp.Dynamic.Resource(ClusterGVR).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
 }
 
-// startWebhook runs karmada-webhook and installs its configurations: the
-// policy webhooks set the ids and defaults the controllers rely on.
-func (cp *ControlPlane) startWebhook(ctx context.Context, webhookURL string) error {
+// startWebhook runs karmada-webhook; Start installs its configurations
+// (the policy webhooks set the ids and defaults the controllers rely on).
+func (cp *ControlPlane) startWebhook(ctx context.Context) error {
 	if _, _, err := cp.IssueServing(Webhook); err != nil {
 		return err
 	}
-	args := append(cp.kubeconfigFlags(), "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.ports["webhook"]),
-		"--cert-dir="+cp.Dir, "--tls-cert-file-name="+Webhook+".crt", "--tls-private-key-file-name="+Webhook+".key",
-		"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["webhook-health"]))
-	if cp.opts.Failover {
-		args = append(args, "--allow-no-execute-taint-policy=true", "--feature-gates=Failover=true")
-	}
-	if err := cp.StartProcess(Webhook, filepath.Join(cp.bin, Webhook), args...); err != nil {
-		return err
-	}
-	if err := cp.poll(ctx, Webhook, 60*time.Second, func(context.Context) (bool, error) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", cp.ports["webhook"]), time.Second)
-		if err != nil {
-			return false, nil
+	start := func() error {
+		args := append(cp.kubeconfigFlags(), "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.ports["webhook"]),
+			"--cert-dir="+cp.Dir, "--tls-cert-file-name="+Webhook+".crt", "--tls-private-key-file-name="+Webhook+".key",
+			"--metrics-bind-address=0", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", cp.ports["webhook-health"]))
+		if cp.opts.Failover {
+			args = append(args, "--allow-no-execute-taint-policy=true", "--feature-gates=Failover=true")
 		}
-		c.Close()
-		return true, nil
-	}); err != nil {
-		return err
+		return cp.StartProcess(Webhook, filepath.Join(cp.bin, Webhook), args...)
 	}
-	cfgs, err := webhookConfigs(cp.bin, webhookURL, cp.CAPEM())
-	if err != nil {
-		return err
-	}
-	return cp.Applier.Apply(ctx, cfgs...)
+	// Its own log, not a dial: whoever took the port would accept.
+	return cp.startServing(ctx, Webhook, []string{"webhook", "webhook-health"}, start, func(context.Context) (bool, error) {
+		return cp.logSays(Webhook, `"Serving webhook server"`, fmt.Sprintf("port=%d", cp.ports["webhook"])), nil
+	})
+}
+
+func (cp *ControlPlane) webhookURL() string {
+	return "https://127.0.0.1:" + strconv.Itoa(cp.ports["webhook"])
 }
 
 // StartScheduler (re)starts karmada-scheduler.
@@ -243,6 +241,70 @@ func (cp *ControlPlane) SchedulerMetricsURL() string {
 // its Prometheus metrics.
 func (cp *ControlPlane) ControllerManagerMetricsURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", cp.ports["cm-metrics"])
+}
+
+// startServing starts a component on fresh loopback ports (names into
+// cp.ports), chosen just before it starts, and waits until serving says
+// it serves. Tests run in parallel and another process can bind a port
+// between the choice and the component's bind: a component that exits
+// with "address already in use" starts again on other ports, up to three
+// times.
+func (cp *ControlPlane) startServing(ctx context.Context, component string, names []string, start func() error, serving func(context.Context) (bool, error)) error {
+	for attempt := 1; ; attempt++ {
+		ports, err := freePorts(len(names))
+		if err != nil {
+			return err
+		}
+		for i, n := range names {
+			cp.ports[n] = ports[i]
+		}
+		if err := start(); err != nil {
+			return err
+		}
+		err = cp.poll(ctx, component, 90*time.Second, serving)
+		if err == nil {
+			return nil
+		}
+		if exited, log := cp.Exited(component); exited && strings.Contains(log, "address already in use") && attempt < 3 {
+			cp.opts.Log.Info("a port was taken meanwhile: starting again on others", "component", component, "ports", ports)
+			continue
+		}
+		return err
+	}
+}
+
+// freePorts chooses loopback ports (a test takes the first first).
+var freePorts = controlplane.FreePorts
+
+// logSays reports whether a component's log has a line holding every
+// part.
+func (cp *ControlPlane) logSays(component string, parts ...string) bool {
+	b, err := os.ReadFile(filepath.Join(cp.Dir, component+".log"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// healthy is a readiness check of a component's /healthz on its port.
+func (cp *ControlPlane) healthy(port string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/healthz", cp.ports[port]), nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}
 }
 
 // poll waits for cond, failing early with the component's log when its

@@ -2,6 +2,7 @@ package karmada
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -83,23 +83,38 @@ func Install(ctx context.Context, cfg *rest.Config, o InstallOptions) error {
 		{"webhook configurations", func(ctx context.Context) error { return a.Apply(ctx, hooks...) }},
 	}
 	for _, s := range steps {
-		var last error
-		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, o.Wait, true, func(ctx context.Context) (bool, error) {
-			if last = s.do(ctx); last != nil {
-				o.Log.Info("karmada install: retrying", "step", s.name, "err", last)
-				return o.Wait == 0, nil
+		if err := Retry(ctx, o.Wait, func(ctx context.Context) error {
+			err := s.do(ctx)
+			if err != nil {
+				o.Log.Info("karmada install: retrying", "step", s.name, "err", err)
 			}
-			return true, nil
-		})
-		if last != nil {
-			return fmt.Errorf("karmada install, %s: %w", s.name, last)
-		}
-		if err != nil {
+			return err
+		}); err != nil {
 			return fmt.Errorf("karmada install, %s: %w", s.name, err)
 		}
 		o.Log.Info("karmada install", "step", s.name, "done", true)
 	}
 	return nil
+}
+
+// Retry calls f every 2 s until it succeeds or wait is spent, and returns
+// its last error; with no wait, it calls f once.
+func Retry(ctx context.Context, wait time.Duration, f func(context.Context) error) error {
+	if wait <= 0 {
+		return f(ctx)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := f(ctx)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // ensureNamespaces creates the namespaces Karmada keeps its own objects in.
