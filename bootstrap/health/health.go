@@ -139,12 +139,21 @@ func expectedGroups(def *definition.ClusterDefinition) []Group {
 	return gs
 }
 
-// checkAddon looks for the addon's workload in trellis-system: a DaemonSet
-// must be fully rolled out, a Deployment or StatefulSet fully available, a
-// CronJob not suspended.
-// Addons without a workload are checked by what they configure.
+// checkAddon looks for the addon's workload in trellis-system (named
+// after it, or those the index names): a DaemonSet must be fully rolled
+// out, a Deployment or StatefulSet fully available, a CronJob not
+// suspended. Addons without a workload are checked by what they configure.
 func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name string) error {
-	if a, _ := manifests.Lookup(name); len(a.FlowSchemas) > 0 {
+	a, _ := manifests.Lookup(name)
+	if len(a.Workloads) > 0 {
+		for _, w := range a.Workloads {
+			if err := r.checkWorkload(ctx, c, name, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(a.FlowSchemas) > 0 {
 		var missing []string
 		defer func() {
 			if len(missing) > 0 {
@@ -168,10 +177,19 @@ func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name st
 		}
 		return nil
 	}
+	return r.checkWorkload(ctx, c, name, name)
+}
+
+// checkWorkload checks the addon's workload called name, whatever its kind.
+func (r *Result) checkWorkload(ctx context.Context, c kubernetes.Interface, addon, name string) error {
+	what := ""
+	if addon != name {
+		what = name + ": "
+	}
 	ds, err := c.AppsV1().DaemonSets(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		if msg := daemonSetProblem(ds); msg != "" {
-			r.fail("Addon", name, msg)
+			r.fail("Addon", addon, what+msg)
 		}
 		return nil
 	}
@@ -181,7 +199,7 @@ func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name st
 	dep, err := c.AppsV1().Deployments(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		if msg := deploymentProblem(dep); msg != "" {
-			r.fail("Addon", name, msg)
+			r.fail("Addon", addon, what+msg)
 		}
 		return nil
 	}
@@ -191,7 +209,7 @@ func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name st
 	sts, err := c.AppsV1().StatefulSets(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		if sts.Status.ObservedGeneration < sts.Generation || sts.Status.ReadyReplicas < replicas(sts.Spec.Replicas) {
-			r.fail("Addon", name, fmt.Sprintf("statefulset %d of %d replicas ready", sts.Status.ReadyReplicas, replicas(sts.Spec.Replicas)))
+			r.fail("Addon", addon, what+fmt.Sprintf("statefulset %d of %d replicas ready", sts.Status.ReadyReplicas, replicas(sts.Spec.Replicas)))
 		}
 		return nil
 	}
@@ -201,14 +219,14 @@ func (r *Result) checkAddon(ctx context.Context, c kubernetes.Interface, name st
 	cj, err := c.BatchV1().CronJobs(AddonNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
 		if cj.Spec.Suspend != nil && *cj.Spec.Suspend {
-			r.fail("Addon", name, "cronjob suspended")
+			r.fail("Addon", addon, what+"cronjob suspended")
 		}
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to read addon %s: %w", name, err)
 	}
-	r.fail("Addon", name, fmt.Sprintf("not installed: no DaemonSet, Deployment, StatefulSet or CronJob %s/%s", AddonNamespace, name))
+	r.fail("Addon", addon, fmt.Sprintf("not installed: no DaemonSet, Deployment, StatefulSet or CronJob %s/%s", AddonNamespace, name))
 	return nil
 }
 

@@ -36,6 +36,9 @@ type Addon struct {
 	// FlowSchemas an addon that runs no workload configures: cluster
 	// validation checks them instead of a workload named after the addon.
 	FlowSchemas []string
+	// Workloads are the addon's workloads cluster validation checks, when
+	// none is named after the addon (default: the addon's name).
+	Workloads []string
 }
 
 // Index is the bundle, in index.yaml's order.
@@ -63,6 +66,7 @@ type entry struct {
 	MaxKubernetes string   `json:"maxKubernetes"`
 	CRDs          bool     `json:"crds,omitempty"`
 	FlowSchemas   []string `json:"flowSchemas,omitempty"`
+	Workloads     []string `json:"workloads,omitempty"`
 }
 
 // ParseIndex decodes an index strictly (an unknown or repeated field is an
@@ -94,7 +98,7 @@ func ParseIndex(b []byte) ([]Addon, error) {
 			return nil, fmt.Errorf("addon %s: minKubernetes, maxKubernetes: %w", e.Name, err)
 		}
 		out = append(out, Addon{Name: e.Name, Version: e.Version, DependsOn: e.DependsOn,
-			MinKubernetes: lo, MaxKubernetes: hi, CRDs: e.CRDs, FlowSchemas: e.FlowSchemas})
+			MinKubernetes: lo, MaxKubernetes: hi, CRDs: e.CRDs, FlowSchemas: e.FlowSchemas, Workloads: e.Workloads})
 	}
 	for _, a := range out {
 		for _, d := range a.DependsOn {
