@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"sort"
 	"time"
 
@@ -110,9 +109,11 @@ func InstallAll(ctx context.Context, fleet *rest.Config, o InstallOptions) (int,
 		if o.WebhookURL == "" {
 			return 0, fmt.Errorf("--karmada needs the webhook's URL (--webhook-url)")
 		}
-		ca, err := caPEM(fleet)
+		// Karmada's webhook and aggregated apiserver certificates are
+		// checked against the CA the fleet's kubeconfig trusts.
+		ca, err := caBundle(fleet)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("the fleet's apiserver: %w", err)
 		}
 		if err := karmada.Install(ctx, fleet, karmada.InstallOptions{
 			ManifestDir: o.KarmadaDir, WebhookURL: o.WebhookURL, AggregatedHost: o.AggregatedHost,
@@ -130,19 +131,4 @@ func InstallAll(ctx context.Context, fleet *rest.Config, o InstallOptions) (int,
 		return err
 	})
 	return n, err
-}
-
-// caPEM is the CA the fleet's client config trusts.
-func caPEM(cfg *rest.Config) ([]byte, error) {
-	if len(cfg.CAData) > 0 {
-		return cfg.CAData, nil
-	}
-	if cfg.CAFile == "" {
-		return nil, fmt.Errorf("the fleet's kubeconfig names no CA: Karmada's webhook and aggregated apiserver certificates are checked against it")
-	}
-	data, err := os.ReadFile(cfg.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("the fleet's CA: %w", err)
-	}
-	return data, nil
 }

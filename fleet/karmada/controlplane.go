@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -109,33 +108,22 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 	if cp.Applier, err = apply.New(plane.Config, FieldManager); err != nil {
 		return nil, err
 	}
-	if err := ensureNamespaces(ctx, plane.Client); err != nil {
-		return nil, err
-	}
-	// Each component takes its ports just before it starts (startServing):
-	// the webhook first, as its address goes into the CRDs' conversion.
+	// Each component takes its ports just before it starts (startServing);
+	// then Karmada's API is installed as on a management cluster, with the
+	// webhook's and aggregated apiserver's addresses.
 	if err := cp.startWebhook(ctx); err != nil {
-		return nil, err
-	}
-	webhookURL := cp.webhookURL()
-	crdObjs, err := crds(bin, webhookURL, plane.CAPEM())
-	if err != nil {
-		return nil, err
-	}
-	if err := cp.Applier.ApplyCRDsFirst(ctx, crdObjs...); err != nil {
-		return nil, fmt.Errorf("karmada CRDs: %w", err)
-	}
-	opts.Log.Info("karmada CRDs established", "crds", len(crdObjs), "elapsed", time.Since(started).Round(time.Millisecond))
-	cfgs, err := webhookConfigs(cp.bin, webhookURL, cp.CAPEM())
-	if err != nil {
-		return nil, err
-	}
-	if err := cp.Applier.Apply(ctx, cfgs...); err != nil {
 		return nil, err
 	}
 	if err := cp.startAggregated(ctx); err != nil {
 		return nil, err
 	}
+	if err := Install(ctx, plane.Config, InstallOptions{
+		ManifestDir: bin, WebhookURL: cp.webhookURL(), AggregatedHost: "localhost", AggregatedPort: cp.ports["aggregated"],
+		CAPEM: plane.CAPEM(), Wait: 90 * time.Second, Log: opts.Log,
+	}); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, cp.Logs(20))
+	}
+	opts.Log.Info("karmada API installed", "elapsed", time.Since(started).Round(time.Millisecond))
 	if err := cp.startServing(ctx, Scheduler, []string{"scheduler-health", "scheduler-metrics"}, cp.StartScheduler, cp.healthy("scheduler-health")); err != nil {
 		return nil, err
 	}
@@ -150,8 +138,8 @@ func (cp *ControlPlane) kubeconfigFlags() []string {
 	return []string{"--kubeconfig=" + cp.Kubeconfig}
 }
 
-// startAggregated runs karmada-aggregated-apiserver on the Karmada etcd and
-// registers it as the server of cluster.karmada.io.
+// startAggregated runs karmada-aggregated-apiserver on the Karmada etcd
+// (Install registers it as the server of cluster.karmada.io).
 func (cp *ControlPlane) startAggregated(ctx context.Context) error {
 	cert, key, err := cp.IssueServing(AggregatedAPIServer, AggregatedAPIServer+"."+SystemNamespace+".svc")
 	if err != nil {
@@ -163,16 +151,8 @@ func (cp *ControlPlane) startAggregated(ctx context.Context) error {
 			"--etcd-servers="+cp.EtcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cp.ports["aggregated"]),
 			"--tls-cert-file="+cert, "--tls-private-key-file="+key, "--cert-dir="+filepath.Join(cp.Dir, "aggregated-certs"))...)
 	}
-	return cp.startServing(ctx, AggregatedAPIServer, []string{"aggregated"}, start, func(ctx context.Context) (bool, error) {
-		if !cp.logSays(AggregatedAPIServer, fmt.Sprintf("Serving securely on 127.0.0.1:%d", cp.ports["aggregated"])) {
-			return false, nil
-		}
-		if err := cp.Applier.Apply(ctx, aggregation("localhost", cp.ports["aggregated"], cp.CAPEM())...); err != nil {
-			return false, err
-		}
-		// Available once the apiserver reaches it: then clusters can be listed.
-		_, err := cp.Dynamic.Resource(ClusterGVR).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
+	return cp.startServing(ctx, AggregatedAPIServer, []string{"aggregated"}, start, func(context.Context) (bool, error) {
+		return cp.logSays(AggregatedAPIServer, fmt.Sprintf("Serving securely on 127.0.0.1:%d", cp.ports["aggregated"])), nil
 	})
 }
 

@@ -97,7 +97,7 @@ func Install(ctx context.Context, cfg *rest.Config, o InstallOptions) error {
 	return nil
 }
 
-// Retry calls f every 2 s until it succeeds or wait is spent, and returns
+// Retry calls f every second until it succeeds or wait is spent, and returns
 // its last error; with no wait, it calls f once.
 func Retry(ctx context.Context, wait time.Duration, f func(context.Context) error) error {
 	if wait <= 0 {
@@ -112,7 +112,7 @@ func Retry(ctx context.Context, wait time.Duration, f func(context.Context) erro
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
-		case <-time.After(2 * time.Second):
+		case <-time.After(time.Second):
 		}
 	}
 }

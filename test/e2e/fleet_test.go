@@ -3,21 +3,17 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +35,7 @@ func TestFleetManagementCluster(t *testing.T) {
 	dir := t.TempDir()
 	fleetKubeconfig := filepath.Join(dir, "fleet.kubeconfig")
 	start := time.Now()
-	trellis(t, "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--fleet", "--fleet-kubeconfig", fleetKubeconfig)
+	run(t, nil, "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--fleet", "--fleet-kubeconfig", fleetKubeconfig)
 	t.Logf("trellis local up --fleet: %s", time.Since(start).Round(time.Second))
 	t.Cleanup(func() { removeFleet(t) })
 	// local up waited for each addon; Karmada's workloads must be there.
@@ -80,11 +76,11 @@ func TestFleetManagementCluster(t *testing.T) {
 	}
 
 	start = time.Now()
-	trellis(t, "fleet", "join", "-f", definition, "--kubeconfig", kubeconfig, "--fleet-kubeconfig", forwarded,
+	run(t, nil, "fleet", "join", "-f", definition, "--kubeconfig", kubeconfig, "--fleet-kubeconfig", forwarded,
 		"--endpoint", "https://kubernetes.default.svc", "--state", "", "--wait", "2m")
 	t.Logf("fleet join (Ready in the fleet): %s", time.Since(start).Round(time.Second))
 	var members []fleet.MemberStatus
-	if err := json.Unmarshal([]byte(trellis(t, "fleet", "status", "-o", "json", "--fleet-kubeconfig", forwarded)), &members); err != nil {
+	if err := json.Unmarshal([]byte(run(t, nil, "fleet", "status", "-o", "json", "--fleet-kubeconfig", forwarded)), &members); err != nil {
 		t.Fatal(err)
 	}
 	if len(members) != 1 || members[0].Name != cluster || !members[0].Ready || members[0].ReadyNodes != 2 {
@@ -103,7 +99,7 @@ spec:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	trellis(t, "fleet", "place", "-f", placements, "--fleet-kubeconfig", forwarded)
+	run(t, nil, "fleet", "place", "-f", placements, "--fleet-kubeconfig", forwarded)
 	// place makes the namespace in the fleet when it is not there.
 	if err := fcl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -113,7 +109,9 @@ spec:
 		_ = cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 	start = time.Now()
-	if err := fcl.Create(ctx, helloService(ns)); err != nil {
+	hello := trellisService(ns, "hello", "general", false)
+	hello.Spec.Replicas = new(int32(2))
+	if err := fcl.Create(ctx, hello); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the fleet's TrellisService Ready in the member", 3*time.Minute, func() (bool, string) {
@@ -133,31 +131,11 @@ spec:
 	})
 }
 
-// helloService is the sample service, two replicas.
-func helloService(ns string) *v1alpha1.TrellisService {
-	two := int32(2)
-	return &v1alpha1.TrellisService{
-		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: ns},
-		Spec: v1alpha1.TrellisServiceSpec{
-			Replicas: &two,
-			Ports:    []v1alpha1.Port{{Name: "http", Port: 8080}},
-			Template: v1alpha1.PodTemplate{Containers: []corev1.Container{{
-				Name: "hello", Image: "trellis/hello:0.1.0", Args: []string{"--port=8080"},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
-				}, Limits: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-				}},
-			}}},
-		},
-	}
-}
-
 // removeFleet runs trellis local up without --fleet, which must prune
 // Karmada's addons, and removes what the join made on the member.
 func removeFleet(t *testing.T) {
 	ctx := context.Background()
-	trellis(t, "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
+	run(t, nil, "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
 	for _, name := range []string{"karmada-webhook", "karmada-kube-controller-manager", "karmada-scheduler", "karmada-controller-manager"} {
 		if _, err := cs.AppsV1().Deployments("trellis-system").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("deployment %s after local up without --fleet: %v, want it pruned", name, err)
@@ -169,25 +147,4 @@ func removeFleet(t *testing.T) {
 	_ = cs.CoreV1().Namespaces().Delete(ctx, "karmada-cluster", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoles().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
-}
-
-// trellis runs the real CLI and returns its standard output; it fails the
-// test with both outputs when the command fails.
-func trellis(t *testing.T, args ...string) string {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	c := exec.Command(filepath.Join(root, "bin", "trellis"), args...)
-	c.Dir, c.Stdout, c.Stderr = root, &stdout, &stderr
-	if err := c.Run(); err != nil {
-		t.Fatalf("trellis %s: %v\n%s\n%s", strings.Join(args, " "), err, stdout.String(), tail(stderr.String(), 30))
-	}
-	return stdout.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
