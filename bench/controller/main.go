@@ -213,7 +213,7 @@ func run(n, workers int, dir string) error {
 	cpu2 := sampleCPU(cp)
 	if profile != "" {
 		go func() {
-			if err := apiserverProfile(ctx, cp, profile, 20*time.Second); err != nil {
+			if err := cp.APIServerProfile(ctx, profile, 20*time.Second); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			}
 		}()

@@ -4,7 +4,9 @@ package procstat
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -56,4 +58,53 @@ func PeakRSS(pid int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+}
+
+// CPUSample is the CPU time each named process has used so far.
+type CPUSample map[string]time.Duration
+
+// SampleCPU reads each process's CPU time; one that has exited counts 0.
+func SampleCPU(pids map[string]int) CPUSample {
+	s := CPUSample{}
+	for name, pid := range pids {
+		s[name], _ = CPUTime(pid)
+	}
+	return s
+}
+
+// PrintCPU writes the CPU each process used between two samples, largest
+// first, as a share of the wall time (on 2 cores the sum cannot pass 200%).
+// Processes below min are summed into one line.
+func PrintCPU(w io.Writer, title string, from, to CPUSample, wall, min time.Duration) {
+	names := make([]string, 0, len(to))
+	for n := range to {
+		names = append(names, n)
+	}
+	used := func(n string) time.Duration { return to[n] - from[n] }
+	sort.Slice(names, func(i, j int) bool {
+		if used(names[i]) != used(names[j]) {
+			return used(names[i]) > used(names[j])
+		}
+		return names[i] < names[j]
+	})
+	line := func(n string, d time.Duration) {
+		fmt.Fprintf(w, "  %-45s %6.1fs  %4.0f%%\n", n, d.Seconds(), 100*d.Seconds()/wall.Seconds())
+	}
+	fmt.Fprintf(w, "%s CPU over %.1fs wall:\n", title, wall.Seconds())
+	var total, rest time.Duration
+	others := 0
+	for _, n := range names {
+		d := used(n)
+		total += d
+		if d < min {
+			rest += d
+			others++
+			continue
+		}
+		line(n, d)
+	}
+	if others > 0 {
+		line(fmt.Sprintf("%d others", others), rest)
+	}
+	line("all", total)
 }
