@@ -76,7 +76,13 @@ type Values struct {
 	// what a management cluster reserves for them; on kind a token amount
 	// (the local nodes' two CPUs are taken by the cluster's own addons).
 	KarmadaCPU map[string]string
+	// KarmadaGOGC is the fleet's apiserver's and controllers' garbage
+	// collector target (fleet/karmada.DefaultGOGC: why).
+	KarmadaGOGC int
 }
+
+// karmadaGOGC is fleet/karmada.DefaultGOGC (a test keeps them equal).
+const karmadaGOGC = 300
 
 // karmadaCPU are the fleet components' CPU requests on AWS.
 var karmadaCPU = map[string]string{
@@ -110,6 +116,7 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 		IssuerReplicas: 2, ControllerReplicas: 2, NetworkMode: "bridge",
 		KubeRepository: render.ImageRepository(def), KubernetesVersion: "v" + strings.TrimPrefix(def.KubernetesVersion, "v"),
 		EtcdTag: render.EtcdImageTag(versions.Etcd), KarmadaEtcdClaim: def.Cloud == definition.CloudAWS,
+		KarmadaGOGC: karmadaGOGC,
 	}
 	if def.Cloud == definition.CloudAWS {
 		v.NetworkMode = "aws"

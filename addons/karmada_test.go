@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
@@ -81,5 +82,13 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	if rerun.UID == job.UID {
 		t.Error("the install Job was not replaced by a forced apply")
+	}
+}
+
+// The fleet addon's garbage collector target is the one the loopback
+// fleet runs and the bench measured.
+func TestKarmadaGOGC(t *testing.T) {
+	if karmadaGOGC != karmada.DefaultGOGC {
+		t.Fatalf("addons run the fleet with GOGC=%d, fleet/karmada with %d", karmadaGOGC, karmada.DefaultGOGC)
 	}
 }

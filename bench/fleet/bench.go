@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,13 +23,15 @@ import (
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/fleet/localfleet"
+	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/procstat"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
 )
 
 type bench struct {
-	f      *localfleet.Fleet
-	direct *localfleet.Member
+	f        *localfleet.Fleet
+	direct   *localfleet.Member
+	profiles string
 }
 
 type row struct {
@@ -47,7 +50,10 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 }
 
 // compare applies n services straight to the standalone member, then n at
-// the fleet (divided 1:1 over east and west), and times each to Ready.
+// the fleet placed on east alone (the same work in one member as the
+// direct run: what the fleet's layer adds), then n at the fleet divided
+// 1:1 over east and west (every member runs every service), and times
+// each to Ready.
 func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	dc, err := newClient(b.direct.Config)
 	if err != nil {
@@ -62,6 +68,8 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	directBegan, cpu0 := time.Now(), procstat.SampleCPU(b.pids())
+	profiled := b.profile(ctx, fmt.Sprintf("direct-%d", n), map[string]*controlplane.ControlPlane{"direct": b.direct.ControlPlane})
 	created, err := create(ctx, dc, ns, n)
 	if err != nil {
 		return nil, err
@@ -75,65 +83,92 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 		return nil, err
 	}
 	direct := summarize("direct", n, created, readyAt, before, after)
+	printTopRequests(fmt.Sprintf("%d services direct:", n), before, after, n, 8)
+	cpuDirect := procstat.SampleCPU(b.pids())
+	profiled()
+	procstat.PrintCPU(os.Stdout, fmt.Sprintf("%d services direct:", n), cpu0, cpuDirect, time.Since(directBegan), time.Second)
 
-	fc, err := newClient(b.f.Karmada.Config)
+	one, err := b.viaFleet(ctx, n, "fleet, east only", "fleet-east", []string{"east"}, `
+  clusters: [east]
+  spread: weighted
+  weights: {east: 1}
+`)
 	if err != nil {
 		return nil, err
 	}
-	ns = fmt.Sprintf("fleet-%d", n)
-	ps, err := fleet.DecodePlacements("bench", fmt.Appendf(nil, `apiVersion: fleet.trellis.dev/v1alpha1
-kind: Placement
-metadata: {name: bench, namespace: %s}
-spec:
+	divided, err := b.viaFleet(ctx, n, "fleet, divided", "fleet", []string{"east", "west"}, `
   spread: weighted
   weights: {east: 1, west: 1}
-`, ns))
+`)
 	if err != nil {
 		return nil, err
+	}
+	return []row{direct, one, divided}, nil
+}
+
+// viaFleet applies n services at the fleet in namespace prefix-n, placed
+// on clusters by spec (a Placement's spec), and times each to Ready in
+// the members (2 replicas in all) and in the fleet's aggregated status.
+func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, clusters []string, spec string) (row, error) {
+	fc, err := newClient(b.f.Karmada.Config)
+	if err != nil {
+		return row{}, err
+	}
+	ns := fmt.Sprintf("%s-%d", prefix, n)
+	ps, err := fleet.DecodePlacements("bench", fmt.Appendf(nil, "apiVersion: fleet.trellis.dev/v1alpha1\nkind: Placement\nmetadata: {name: bench, namespace: %s}\nspec:%s", ns, spec))
+	if err != nil {
+		return row{}, err
 	}
 	if _, err := fleet.Place(ctx, b.f.Karmada.Config, ps); err != nil {
-		return nil, err
+		return row{}, err
 	}
-	servers = map[string]*rest.Config{"karmada": b.f.Karmada.Config}
+	servers := map[string]*rest.Config{"karmada": b.f.Karmada.Config}
 	members := map[string]client.Client{}
-	for _, m := range b.f.Members {
+	for _, name := range clusters {
+		m := b.f.Member(name)
 		servers[m.Name] = m.Config
 		if members[m.Name], err = newClient(m.Config); err != nil {
-			return nil, err
+			return row{}, err
 		}
 	}
-	before, err = requests(ctx, servers)
+	before, err := requests(ctx, servers)
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
 	sched, err := schedulerStats(ctx, b.f.Karmada.SchedulerMetricsURL())
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
-	began := time.Now()
-	created, err = create(ctx, fc, ns, n)
+	title := fmt.Sprintf("%d services at the fleet (%s):", n, strings.Join(clusters, ", "))
+	began, cpu := time.Now(), procstat.SampleCPU(b.pids())
+	profiled := b.profile(ctx, ns, map[string]*controlplane.ControlPlane{
+		"karmada": b.f.Karmada.ControlPlane, "east": b.f.Member("east").ControlPlane})
+	created, err := create(ctx, fc, ns, n)
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
-	readyAt, err = waitReady(ctx, members, ns, n, 1)
+	readyAt, err := waitReady(ctx, members, ns, n, int32(2/len(clusters)))
 	if err != nil {
-		return nil, fmt.Errorf("fleet: %w", err)
+		return row{}, fmt.Errorf("%s: %w", mode, err)
 	}
 	aggAt, err := waitReady(ctx, map[string]client.Client{"fleet": fc}, ns, n, 2)
 	if err != nil {
-		return nil, fmt.Errorf("fleet aggregated status: %w", err)
+		return row{}, fmt.Errorf("%s aggregated status: %w", mode, err)
 	}
-	after, err = requests(ctx, servers)
+	procstat.PrintCPU(os.Stdout, title, cpu, procstat.SampleCPU(b.pids()), time.Since(began), time.Second)
+	profiled()
+	after, err := requests(ctx, servers)
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
 	if now, err := schedulerStats(ctx, b.f.Karmada.SchedulerMetricsURL()); err == nil {
-		fmt.Printf("%d services: %s\n", n, now.since(sched, time.Since(began)))
+		fmt.Printf("%s %s\n", title, now.since(sched, time.Since(began)))
 	}
-	fr := summarize("fleet", n, created, readyAt, before, after)
+	printTopRequests(title, before, after, n, 8)
+	r := summarize(mode, n, created, readyAt, before, after)
 	agg := latencies(created, aggAt)
-	fr.aggregated = agg[len(agg)*99/100]
-	return []row{direct, fr}, nil
+	r.aggregated = agg[len(agg)*99/100]
+	return r, nil
 }
 
 // create makes n TrellisServices of 2 replicas, 8 at a time, and returns
@@ -214,18 +249,18 @@ func latencies(created, ready map[string]time.Time) []time.Duration {
 	return out
 }
 
-func summarize(mode string, n int, created, ready map[string]time.Time, before, after map[string]float64) row {
+func summarize(mode string, n int, created, ready map[string]time.Time, before, after requestCounts) row {
 	l := latencies(created, ready)
 	r := row{mode: mode, n: n, p50: l[len(l)/2], p99: l[len(l)*99/100], max: l[len(l)-1], requests: map[string]float64{}}
-	for k, v := range after {
-		r.requests[k] = (v - before[k]) / float64(n)
+	for k := range after {
+		r.requests[k] = (after.total(k) - before.total(k)) / float64(n)
 	}
 	return r
 }
 
 // requests is apiserver_request_total summed, per apiserver.
-func requests(ctx context.Context, servers map[string]*rest.Config) (map[string]float64, error) {
-	out := map[string]float64{}
+func requests(ctx context.Context, servers map[string]*rest.Config) (requestCounts, error) {
+	out := requestCounts{}
 	for name, cfg := range servers {
 		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -235,18 +270,78 @@ func requests(ctx context.Context, servers map[string]*rest.Config) (map[string]
 		if err != nil {
 			return nil, fmt.Errorf("%s /metrics: %w", name, err)
 		}
+		out[name] = map[string]float64{}
 		for _, line := range strings.Split(string(body), "\n") {
-			if !strings.HasPrefix(line, "apiserver_request_total{") {
+			labels, ok := strings.CutPrefix(line, "apiserver_request_total{")
+			if !ok {
 				continue
 			}
 			f := strings.Fields(line)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)
 			if err == nil {
-				out[name] += v
+				out[name][requestKind(labels)] += v
 			}
 		}
 	}
 	return out, nil
+}
+
+// requestCounts are an apiserver's requests so far, by server and then
+// by verb and resource.
+type requestCounts map[string]map[string]float64
+
+func (c requestCounts) total(server string) float64 {
+	t := 0.0
+	for _, v := range c[server] {
+		t += v
+	}
+	return t
+}
+
+// requestKind is "VERB resource[/subresource] [code if not 2xx]" from a request metric's labels.
+func requestKind(labels string) string {
+	get := func(k string) string {
+		_, v, ok := strings.Cut(labels, k+`="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ = strings.Cut(v, `"`)
+		return v
+	}
+	kind := get("verb") + " " + get("resource")
+	if sub := get("subresource"); sub != "" {
+		kind += "/" + sub
+	}
+	if code := get("code"); code != "" && code[0] != '2' {
+		kind += " " + code
+	}
+	return kind
+}
+
+// printTopRequests prints each server's most frequent requests between two
+// counts, per workload.
+func printTopRequests(title string, before, after requestCounts, n, top int) {
+	servers := make([]string, 0, len(after))
+	for s := range after {
+		servers = append(servers, s)
+	}
+	sort.Strings(servers)
+	fmt.Printf("%s most frequent requests per workload:\n", title)
+	for _, s := range servers {
+		kinds := make([]string, 0, len(after[s]))
+		for k := range after[s] {
+			if after[s][k] > before[s][k] {
+				kinds = append(kinds, k)
+			}
+		}
+		d := func(k string) float64 { return (after[s][k] - before[s][k]) / float64(n) }
+		sort.Slice(kinds, func(i, j int) bool { return d(kinds[i]) > d(kinds[j]) })
+		var parts []string
+		for _, k := range kinds[:min(top, len(kinds))] {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, d(k)))
+		}
+		fmt.Printf("  %-8s %s\n", s, strings.Join(parts, ", "))
+	}
 }
 
 // failover kills east's apiserver and times until west runs every
@@ -270,6 +365,39 @@ func (b *bench) restore(ctx context.Context) error {
 		return err
 	}
 	return fleet.WaitReady(ctx, b.f.Karmada.Config, "east", 5*time.Minute)
+}
+
+// profile starts the apiservers' CPU profiles over the next 20 s when
+// profiles are asked for; the returned func waits for them.
+func (b *bench) profile(ctx context.Context, run string, servers map[string]*controlplane.ControlPlane) func() {
+	if b.profiles == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for name, cp := range servers {
+		wg.Go(func() {
+			path := filepath.Join(b.profiles, fmt.Sprintf("%s-%s.pprof", run, name))
+			if err := cp.APIServerProfile(ctx, path, 20*time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", path, err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// pids are every process of the bench's clusters, named by cluster and
+// component, and the bench's own (the load generator and watchers).
+func (b *bench) pids() map[string]int {
+	out := map[string]int{"bench (load, watches)": os.Getpid()}
+	for name, pid := range b.f.Karmada.PIDs() {
+		out["karmada "+name] = pid
+	}
+	for _, m := range append([]*localfleet.Member{b.direct}, b.f.Members...) {
+		for name, pid := range m.PIDs() {
+			out[m.Name+" "+name] = pid
+		}
+	}
+	return out
 }
 
 // memory is the fleet control plane's processes' peak RSS.
@@ -312,8 +440,12 @@ func printRows(rows []row) {
 			r.max.Round(10*time.Millisecond), agg, strings.Join(reqs, ", "))
 	}
 	_ = tw.Flush()
-	for i := 0; i+1 < len(rows); i += 2 {
-		d, f := rows[i], rows[i+1]
-		fmt.Printf("%d services: fleet p99 / direct p99 = %.2f (goal <= 2)\n", d.n, float64(f.p99)/float64(d.p99))
+	var direct row
+	for _, r := range rows {
+		if r.mode == "direct" {
+			direct = r
+			continue
+		}
+		fmt.Printf("%d services: %s p99 / direct p99 = %.2f (goal <= 2)\n", r.n, r.mode, float64(r.p99)/float64(direct.p99))
 	}
 }

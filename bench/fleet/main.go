@@ -35,6 +35,11 @@ type options struct {
 	evictionRate float64
 	// resourceModels is karmada.Options.ResourceModels.
 	resourceModels bool
+	// profiles, when set, is where each apiserver's CPU profile over the
+	// first 20 s of each run goes.
+	profiles string
+	// gogc is karmada.Options.GOGC.
+	gogc int
 }
 
 func main() {
@@ -46,6 +51,8 @@ func main() {
 	flag.BoolVar(&o.failover, "failover", true, "kill a member's apiserver after the first count and time the failover")
 	flag.BoolVar(&o.resourceModels, "resource-models", false, "karmada-scheduler estimates free replicas from Karmada's resource models (its default) instead of the members' resource summaries")
 	flag.Float64Var(&o.evictionRate, "eviction-rate", float64(karmada.DefaultEvictionRate), "karmada-controller-manager's --resource-eviction-rate (Karmada's own default: 0.5)")
+	flag.IntVar(&o.gogc, "gogc", karmada.DefaultGOGC, "GOGC of the fleet's control plane's processes (Go's default: 100)")
+	flag.StringVar(&o.profiles, "profiles", "", "a directory for the apiservers' CPU profiles over each run's first 20 s (go tool pprof)")
 	flag.Parse()
 	for _, c := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -77,7 +84,7 @@ func run(ctx context.Context, o options) error {
 		},
 		Nodes: o.nodes, NodeCPU: "64", NodeMemory: "512Gi", ControllerBinary: o.controller, Log: log,
 		// Production's cluster health periods (Karmada's defaults).
-		Karmada: karmada.Options{Failover: true, EvictionRate: float32(o.evictionRate), ResourceModels: o.resourceModels},
+		Karmada: karmada.Options{Failover: true, EvictionRate: float32(o.evictionRate), ResourceModels: o.resourceModels, GOGC: o.gogc},
 	}
 	began := time.Now()
 	f, err := localfleet.Up(ctx, filepath.Join(dir, "fleet"), lo)
@@ -92,7 +99,7 @@ func run(ctx context.Context, o options) error {
 	defer direct.Stop()
 	fmt.Printf("fleet of 2 members (%d kwok nodes each) and a standalone member up in %s\n", o.nodes, time.Since(began).Round(time.Second))
 
-	b := &bench{f: f, direct: direct}
+	b := &bench{f: f, direct: direct, profiles: o.profiles}
 	var rows []row
 	for i, n := range o.counts {
 		r, err := b.compare(ctx, n)

@@ -66,6 +66,9 @@ type Options struct {
 	// Aggregator gives kube-apiserver a front-proxy CA and client
 	// certificate, so it can serve APIServices of aggregated apiservers.
 	Aggregator bool
+	// Env is extra environment (NAME=value) for every process of the
+	// plane, e.g. the Go runtime's GOGC.
+	Env []string
 }
 
 // ControlPlane is a running control plane.
@@ -289,6 +292,9 @@ func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(cp.opts.Env) > 0 {
+		cmd.Env = append(os.Environ(), cp.opts.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
