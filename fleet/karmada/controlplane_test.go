@@ -60,6 +60,23 @@ func TestIntegrationControlPlane(t *testing.T) {
 	if _, err := cp.Dynamic.Resource(ppGVR).Namespace("default").Create(ctx, bad, metav1.CreateOptions{}); err == nil {
 		t.Fatal("a policy without resource selectors was accepted")
 	}
+	// Installed without the ResourceBinding validation (see skippedWebhooks).
+	vwcs, err := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := 0
+	for _, c := range vwcs.Items {
+		for _, w := range c.Webhooks {
+			hooks++
+			if w.Name == "resourcebinding.karmada.io" {
+				t.Errorf("%s has the ResourceBinding validation", c.Name)
+			}
+		}
+	}
+	if hooks == 0 {
+		t.Error("no validating webhooks installed")
+	}
 	for _, c := range karmada.Binaries {
 		if exited, log := cp.Exited(c); exited {
 			t.Fatalf("%s exited:\n%s", c, log)
