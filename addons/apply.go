@@ -156,11 +156,11 @@ func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error 
 		}
 	}
 	if slices.ContainsFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon }) {
-		if _, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			c := a.Clock
-			if c == nil {
-				c = clock.RealClock{}
-			}
+		c := a.Clock
+		if c == nil {
+			c = clock.RealClock{}
+		}
+		if secret, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			data, err := karmadaPKI(c.Now())
 			if err != nil {
 				return fmt.Errorf("fleet control plane certificates: %w", err)
@@ -170,6 +170,8 @@ func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error 
 			}
 		} else if err != nil {
 			return fmt.Errorf("failed to read secret %s: %w", KarmadaSecret, err)
+		} else if err := a.renewKarmadaPKI(ctx, secret, c.Now()); err != nil {
+			return err
 		}
 	}
 	pw := make([]byte, 24)

@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,8 +32,14 @@ const (
 	karmadaAggregated = "karmada-aggregated-apiserver.karmada-system.svc"
 	// KarmadaAdmin is the admin client certificate's user.
 	KarmadaAdmin = "trellis-fleet-admin"
-	// karmadaCertTTL: the certificates are not rotated yet; a year.
-	karmadaCertTTL = 365 * 24 * time.Hour
+	// karmadaCertTTL: the certificates live a year (the CA ten), and an
+	// apply renews them in their last karmadaRenewBefore (a third, as
+	// cert-manager's default), then restarts the fleet's workloads.
+	karmadaCertTTL     = 365 * 24 * time.Hour
+	karmadaRenewBefore = karmadaCertTTL / 3
+	// KarmadaRenewedAnnotation on the fleet workloads' pod templates is
+	// when the applier last renewed the certificates (the restart).
+	KarmadaRenewedAnnotation = "fleet.trellis.dev/pki-renewed-at"
 )
 
 // KarmadaServer is the fleet apiserver's in-cluster URL.
@@ -40,10 +47,10 @@ func KarmadaServer() string {
 	return "https://" + KarmadaService + "." + Namespace + ".svc:5443"
 }
 
-// karmadaPKI makes the Secret data of the fleet's control plane.
-func karmadaPKI(now time.Time) (map[string][]byte, error) {
+// karmadaPKIOptions name the fleet control plane's certificates.
+func karmadaPKIOptions(now time.Time) pki.ControlPlaneOptions {
 	svc := KarmadaService + "." + Namespace
-	files, err := pki.NewControlPlane(pki.ControlPlaneOptions{
+	return pki.ControlPlaneOptions{
 		Name:           "trellis fleet",
 		APIServerNames: []string{KarmadaService, svc, svc + ".svc", svc + ".svc.cluster.local", "localhost", "127.0.0.1"},
 		Serving: map[string][]string{
@@ -53,19 +60,66 @@ func karmadaPKI(now time.Time) (map[string][]byte, error) {
 		AdminUser: KarmadaAdmin,
 		TTL:       karmadaCertTTL,
 		Now:       now,
-	})
+	}
+}
+
+// karmadaPKI makes the Secret data of the fleet's control plane.
+func karmadaPKI(now time.Time) (map[string][]byte, error) {
+	files, err := pki.NewControlPlane(karmadaPKIOptions(now))
 	if err != nil {
 		return nil, err
 	}
+	return files, karmadaKubeconfigs(files)
+}
+
+// renewKarmadaPKI renews the Secret data's certificates (all but the CA)
+// when one of them expires within karmadaRenewBefore of now; renewed says
+// whether it did.
+func renewKarmadaPKI(data map[string][]byte, now time.Time) (out map[string][]byte, renewed bool, err error) {
+	o := karmadaPKIOptions(now)
+	first, name, err := firstExpiry(data, pki.ControlPlaneLeaves(o))
+	if err != nil {
+		return nil, false, err
+	}
+	if now.Add(karmadaRenewBefore).Before(first) {
+		return data, false, nil
+	}
+	files, err := pki.RenewControlPlane(data, o)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s expires %s: %w", name, first.UTC().Format(time.RFC3339), err)
+	}
+	return files, true, karmadaKubeconfigs(files)
+}
+
+// firstExpiry is the earliest expiry among the named certificates.
+func firstExpiry(data map[string][]byte, names []string) (time.Time, string, error) {
+	var first time.Time
+	var which string
+	for _, name := range names {
+		certs, err := pki.ParseCerts(data[name])
+		if err != nil || len(certs) == 0 {
+			return time.Time{}, "", fmt.Errorf("secret %s: %s: no certificate: %v", KarmadaSecret, name, err)
+		}
+		if which == "" || certs[0].NotAfter.Before(first) {
+			first, which = certs[0].NotAfter, name
+		}
+	}
+	return first, which, nil
+}
+
+// karmadaKubeconfigs adds the admin kubeconfigs to files.
+func karmadaKubeconfigs(files map[string][]byte) error {
 	for name, server := range map[string]string{KarmadaKubeconfig: KarmadaServer(), KarmadaLocalKubeconfig: "https://127.0.0.1:5443"} {
 		cfg := clientcmdapi.NewConfig()
 		cfg.Clusters["fleet"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: files[pki.CACert]}
 		cfg.AuthInfos[KarmadaAdmin] = &clientcmdapi.AuthInfo{ClientCertificateData: files[pki.AdminCert], ClientKeyData: files[pki.AdminKey]}
 		cfg.Contexts["fleet"] = &clientcmdapi.Context{Cluster: "fleet", AuthInfo: KarmadaAdmin}
 		cfg.CurrentContext = "fleet"
-		if files[name], err = clientcmd.Write(*cfg); err != nil {
-			return nil, err
+		b, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return err
 		}
+		files[name] = b
 	}
-	return files, nil
+	return nil
 }

@@ -83,6 +83,79 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if rerun.UID == job.UID {
 		t.Error("the install Job was not replaced by a forced apply")
 	}
+	for _, name := range []string{"karmada-webhook"} {
+		d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := d.Spec.Template.Annotations[KarmadaRenewedAnnotation]; at != "" {
+			t.Errorf("%s restarted for a renewal (%s) before any", name, at)
+		}
+	}
+
+	// Inside the last third of the certificates' year, an apply (unforced:
+	// the addons are unchanged) renews them under the same CA and restarts
+	// what mounts the Secret; the next apply leaves them.
+	renewAt := now.Add(karmadaCertTTL - karmadaRenewBefore + time.Hour)
+	a.Force = false
+	a.Clock = testclock.NewFakePassiveClock(renewAt)
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{pki.CACert, pki.CAKey, pki.SAKey, pki.SAPub} {
+		if !bytes.Equal(renewed.Data[k], s.Data[k]) {
+			t.Errorf("%s changed by the renewal", k)
+		}
+	}
+	for _, k := range []string{pki.APIServerCert, pki.AdminCert, "webhook.crt", "aggregated.crt", pki.FrontProxyCert, KarmadaKubeconfig, KarmadaLocalKubeconfig} {
+		if bytes.Equal(renewed.Data[k], s.Data[k]) {
+			t.Errorf("%s not renewed", k)
+		}
+	}
+	if c, err := pki.ParseCerts(renewed.Data[pki.APIServerCert]); err != nil || !c[0].NotAfter.Equal(renewAt.Add(karmadaCertTTL)) {
+		t.Errorf("renewed apiserver certificate: %v, want until %s", err, renewAt.Add(karmadaCertTTL))
+	}
+	if kc, err := clientcmd.Load(renewed.Data[KarmadaKubeconfig]); err != nil || !bytes.Equal(kc.AuthInfos[KarmadaAdmin].ClientCertificateData, renewed.Data[pki.AdminCert]) {
+		t.Errorf("the kubeconfig does not carry the renewed admin certificate: %v", err)
+	}
+	stamp := renewAt.UTC().Format(time.RFC3339)
+	for _, name := range []string{"karmada-webhook", "karmada-kube-controller-manager", "karmada-scheduler", "karmada-controller-manager"} {
+		d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Spec.Template.Annotations[KarmadaRenewedAnnotation]; got != stamp {
+			t.Errorf("deployment %s: %s %q, want %q (restarted)", name, KarmadaRenewedAnnotation, got, stamp)
+		}
+	}
+	sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sts.Spec.Template.Annotations[KarmadaRenewedAnnotation]; got != stamp {
+		t.Errorf("statefulset %s not restarted: %q", KarmadaService, got)
+	}
+	// The bundle's next apply keeps the restart annotation (another field
+	// manager's) and the renewed certificates.
+	a.Force = true
+	a.Clock = testclock.NewFakePassiveClock(renewAt.Add(time.Hour))
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after.Data[pki.AdminCert], renewed.Data[pki.AdminCert]) {
+		t.Error("renewed again an hour later")
+	}
+	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
+		t.Errorf("the bundle's apply dropped the restart annotation: %v", err)
+	}
 }
 
 // The fleet addon's garbage collector target is the one the loopback

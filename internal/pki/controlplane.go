@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"sort"
 	"time"
 )
 
@@ -53,17 +54,86 @@ func NewControlPlane(o ControlPlaneOptions) (map[string][]byte, error) {
 	if o.TTL <= 0 {
 		return nil, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
 	}
-	out := map[string][]byte{}
 	ca, err := newCA(o.Name+" ca", o.Now, 10*o.TTL)
 	if err != nil {
 		return nil, err
 	}
-	fp, err := newCA(o.Name+" front-proxy ca", o.Now, 10*o.TTL)
+	sa, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
 	}
+	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("failed to marshal the service-account key: %w", err)
+	}
+	out := map[string][]byte{
+		SAKey: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)}),
+		SAPub: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}),
+	}
 	if err := putPair(out, "ca", ca); err != nil {
 		return nil, err
+	}
+	if err := issueControlPlane(out, ca, o); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RenewControlPlane re-issues every certificate of a control plane's PKI
+// made by NewControlPlane but its CA (kept with the service-account keys,
+// so clients that trust the CA and tokens the keys signed stay valid):
+// the apiserver's, the admin's, the Serving ones, and the front-proxy CA
+// and client (whose CA key is not kept: only the apiserver and its
+// aggregated apiservers, restarted with the new files, use them).
+func RenewControlPlane(old map[string][]byte, o ControlPlaneOptions) (map[string][]byte, error) {
+	if o.TTL <= 0 {
+		return nil, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
+	}
+	certs, err := ParseCerts(old[CACert])
+	if err != nil || len(certs) != 1 {
+		return nil, fmt.Errorf("control plane PKI %s: %s: one CA certificate expected: %v", o.Name, CACert, err)
+	}
+	key, err := ParseKey(old[CAKey])
+	if err != nil {
+		return nil, fmt.Errorf("control plane PKI %s: %s: %w", o.Name, CAKey, err)
+	}
+	if !publicKeysEqual(certs[0], key) {
+		return nil, fmt.Errorf("control plane PKI %s: %s does not match %s", o.Name, CAKey, CACert)
+	}
+	if !certs[0].NotAfter.After(o.Now.Add(o.TTL)) {
+		return nil, fmt.Errorf("control plane PKI %s: the CA expires %s, before certificates renewed now would: a new CA is needed", o.Name, certs[0].NotAfter.UTC().Format(time.RFC3339))
+	}
+	out := map[string][]byte{}
+	for _, name := range []string{CACert, CAKey, SAKey, SAPub} {
+		if len(old[name]) == 0 {
+			return nil, fmt.Errorf("control plane PKI %s: no %s", o.Name, name)
+		}
+		out[name] = old[name]
+	}
+	if err := issueControlPlane(out, &KeyPair{Cert: certs[0], Key: key}, o); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ControlPlaneLeaves are the certificates NewControlPlane issues for o
+// (RenewControlPlane renews them all), by file name.
+func ControlPlaneLeaves(o ControlPlaneOptions) []string {
+	out := []string{APIServerCert, AdminCert, FrontProxyCACert, FrontProxyCert}
+	for prefix := range o.Serving {
+		out = append(out, prefix+".crt")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// issueControlPlane issues into out, from ca, every certificate but the
+// CA: the apiserver's, Serving's, the admin's, and a front-proxy CA and
+// its client.
+func issueControlPlane(out map[string][]byte, ca *KeyPair, o ControlPlaneOptions) error {
+	fp, err := newCA(o.Name+" front-proxy ca", o.Now, 10*o.TTL)
+	if err != nil {
+		return err
 	}
 	out[FrontProxyCACert] = EncodeCerts(fp.Cert)
 	leaf := func(parent *KeyPair, name string, tmpl *x509.Certificate) error {
@@ -92,33 +162,20 @@ func NewControlPlane(o ControlPlaneOptions) (map[string][]byte, error) {
 		return t
 	}
 	if err := leaf(ca, "apiserver", serving("kube-apiserver", o.APIServerNames)); err != nil {
-		return nil, err
+		return err
 	}
 	for prefix, names := range o.Serving {
 		if err := leaf(ca, prefix, serving(prefix, names)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	client := func(cn string, groups ...string) *x509.Certificate {
 		return &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: groups}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	}
 	if err := leaf(ca, "admin", client(o.AdminUser, "system:masters")); err != nil {
-		return nil, err
+		return err
 	}
-	if err := leaf(fp, "front-proxy-client", client(FrontProxyUser)); err != nil {
-		return nil, err
-	}
-	sa, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
-	if err != nil {
-		return nil, fmt.Errorf("failed to marshal the service-account key: %w", err)
-	}
-	out[SAKey] = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)})
-	out[SAPub] = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
-	return out, nil
+	return leaf(fp, "front-proxy-client", client(FrontProxyUser))
 }
 
 // newCA is a self-signed CA (ECDSA P-256) named cn, valid for ttl.

@@ -2,7 +2,9 @@ package pki
 
 import (
 	"crypto/x509"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,5 +66,69 @@ func TestNewControlPlane(t *testing.T) {
 	}
 	if _, err := NewControlPlane(ControlPlaneOptions{Name: "x", Now: now}); err == nil {
 		t.Error("no TTL accepted")
+	}
+}
+
+// Renewal keeps the CA and service-account keys and re-issues every other
+// certificate from the renewal's time, still under the kept CA.
+func TestRenewControlPlane(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	o := ControlPlaneOptions{
+		Name: "fleet", APIServerNames: []string{"api.example.svc"},
+		Serving: map[string][]string{"webhook": {"hook.example.svc"}}, AdminUser: "admin", TTL: 24 * time.Hour, Now: now,
+	}
+	old, err := NewControlPlane(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Now = now.Add(20 * time.Hour)
+	renewed, err := RenewControlPlane(old, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{CACert, CAKey, SAKey, SAPub} {
+		if !slices.Equal(old[k], renewed[k]) {
+			t.Errorf("%s changed", k)
+		}
+	}
+	if got, want := ControlPlaneLeaves(o), []string{AdminCert, APIServerCert, FrontProxyCACert, FrontProxyCert, "webhook.crt"}; !slices.Equal(got, want) {
+		t.Errorf("leaves %v, want %v", got, want)
+	}
+	cas, err := ParseCerts(renewed[CACert])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cas[0])
+	for _, name := range ControlPlaneLeaves(o) {
+		if slices.Equal(old[name], renewed[name]) {
+			t.Errorf("%s not renewed", name)
+			continue
+		}
+		c, err := ParseCerts(renewed[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := o.Now.Add(o.TTL); !c[0].NotAfter.Equal(want) && name != FrontProxyCACert {
+			t.Errorf("%s expires %s, want %s", name, c[0].NotAfter, want)
+		}
+	}
+	for _, name := range []string{APIServerCert, AdminCert, "webhook.crt"} {
+		c, _ := ParseCerts(renewed[name])
+		if _, err := c[0].Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now.Add(30 * time.Hour), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("renewed %s past the old expiry: %v", name, err)
+		}
+	}
+	// A CA that would expire before the renewed certificates: refused.
+	o.Now = now.Add(10*24*time.Hour - time.Hour)
+	if _, err := RenewControlPlane(old, o); err == nil || !strings.Contains(err.Error(), "a new CA is needed") {
+		t.Errorf("renewal past the CA's life: %v", err)
+	}
+	// A CA key that is not the CA's: refused.
+	other, _ := NewControlPlane(ControlPlaneOptions{Name: "other", AdminUser: "a", TTL: time.Hour, Now: now})
+	bad := maps.Clone(old)
+	bad[CAKey] = other[CAKey]
+	if _, err := RenewControlPlane(bad, ControlPlaneOptions{Name: "fleet", AdminUser: "admin", TTL: time.Hour, Now: now}); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("mismatched CA key: %v", err)
 	}
 }

@@ -1,0 +1,85 @@
+package addons
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// renewFieldManager owns the restart annotation the renewal sets (the
+// bundle's own apply never touches it).
+const renewFieldManager = "trellis-pki-renewal"
+
+// renewKarmadaPKI renews the fleet's certificates in secret when they are
+// due (renewKarmadaPKI's window), then restarts the workloads that mount
+// the Secret: the apiserver reloads its serving certificate, but Karmada's
+// components read their client certificate once. The update carries the
+// Secret's resourceVersion: a concurrent writer makes it fail, not lose.
+func (a *Applier) renewKarmadaPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
+	data, renewed, err := renewKarmadaPKI(secret.Data, now)
+	if err != nil {
+		return fmt.Errorf("fleet control plane certificates in secret %s: %w", KarmadaSecret, err)
+	}
+	if !renewed {
+		return nil
+	}
+	secret = secret.DeepCopy()
+	secret.Data = data
+	if _, err := a.Client.CoreV1().Secrets(Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("failed to renew the certificates in secret %s: %w", KarmadaSecret, err)
+	}
+	if a.Out != nil {
+		fmt.Fprintf(a.Out, "renewed the fleet control plane's certificates in secret %s (valid until %s); restarting its workloads\n", KarmadaSecret, now.Add(karmadaCertTTL).UTC().Format(time.RFC3339))
+	}
+	return a.restartMounting(ctx, KarmadaSecret, now)
+}
+
+// restartMounting restarts the Deployments and StatefulSets of the
+// namespace whose pods mount the secret, as `kubectl rollout restart`
+// does: a pod template annotation.
+func (a *Applier) restartMounting(ctx context.Context, secret string, now time.Time) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{KarmadaRenewedAnnotation: now.UTC().Format(time.RFC3339)}}}}})
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: renewFieldManager}
+	deps, err := a.Client.AppsV1().Deployments(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("failed to list deployments: %w", err)
+	}
+	for _, d := range deps.Items {
+		if mounts(d.Spec.Template.Spec, secret) {
+			if _, err := a.Client.AppsV1().Deployments(Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("failed to restart deployment %s: %w", d.Name, err)
+			}
+		}
+	}
+	sets, err := a.Client.AppsV1().StatefulSets(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("failed to list statefulsets: %w", err)
+	}
+	for _, s := range sets.Items {
+		if mounts(s.Spec.Template.Spec, secret) {
+			if _, err := a.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("failed to restart statefulset %s: %w", s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func mounts(spec corev1.PodSpec, secret string) bool {
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			return true
+		}
+	}
+	return false
+}
