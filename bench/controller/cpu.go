@@ -18,4 +18,3 @@ func sampleCPU(cp *controlplane.ControlPlane) procstat.CPUSample {
 func printCPU(title string, from, to procstat.CPUSample, wall time.Duration) {
 	procstat.PrintCPU(os.Stdout, title, from, to, wall, 0)
 }
-
