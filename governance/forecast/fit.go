@@ -51,8 +51,32 @@ func Fit(s Series, opts Options) (*Model, error) {
 	m := choose(h, opts)
 	m.ChangePoint = cp
 	m.RecentPeak = h.Slice(max(0, len(h.Values)-int(7*day/h.Step)), len(h.Values)).Peak()
+	m.SteadyCap = steadyCap(h, m, opts)
 	return m, nil
 }
+
+// steadyCap is the cap of a steady namespace's plan: when the fitted
+// trend is indistinguishable from none (within steadyZ standard errors of
+// zero), the peak of the last steadyWindow of history (after any change
+// point) plus SteadyHeadroom. 0: not steady.
+func steadyCap(h Series, m *Model, opts Options) float64 {
+	if opts.SteadyHeadroom < 0 || math.Abs(m.SlopePerDay) > steadyZ*m.SlopeStdErr {
+		return 0
+	}
+	peak := h.Slice(max(0, len(h.Values)-int(steadyWindow/h.Step)), len(h.Values)).Peak()
+	if math.IsNaN(peak) || peak <= 0 {
+		return 0
+	}
+	return peak * (1 + opts.SteadyHeadroom)
+}
+
+// A trend within steadyZ standard errors of zero is no trend; the steady
+// cap reads the peak of the last steadyWindow (the reactive planner's
+// retention).
+const (
+	steadyZ      = 3
+	steadyWindow = 30 * day
+)
 
 // choose fits every form that applies on all but the last week, keeps the
 // one that predicted that week's daily peaks best (by a 10% margin over a

@@ -156,3 +156,47 @@ func TestCrossing(t *testing.T) {
 		t.Error("crossing 4: want none (4 does not pass 4)")
 	}
 }
+
+// A series without a trend plans at most its last 30 days' peak plus the
+// steady headroom (the default's 20% is checked, then 2%, which the
+// forecast's own bound passes); one that grows gets no cap; a negative
+// headroom turns the cap off.
+func TestSteadyCap(t *testing.T) {
+	flat := synth(56, 4, func(d float64, hour int, wd time.Weekday) float64 { return 40 * (1 + 0.3*cycle(hour)) })
+	peak := flat.Slice(flat.Index(flat.End().Add(-30*day)), len(flat.Values)).Peak()
+	def, err := Fit(flat, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(def.SteadyCap-peak*1.2) > 1e-9 {
+		t.Fatalf("steady cap %.2f, want the last 30 days' peak %.2f plus 20%%", def.SteadyCap, peak)
+	}
+	m, err := Fit(flat, Options{SteadyHeadroom: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncapped, err := Fit(flat, Options{SteadyHeadroom: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uncapped.SteadyCap != 0 {
+		t.Fatalf("a negative headroom still capped: %.2f", uncapped.SteadyCap)
+	}
+	capped, free := m.Schedule(flat.End()), uncapped.Schedule(flat.End())
+	bound := false
+	for i := range capped {
+		if capped[i].Value > m.SteadyCap+1e-9 {
+			t.Errorf("step %d: %.2f above the cap %.2f", i, capped[i].Value, m.SteadyCap)
+		}
+		if free[i].Value > m.SteadyCap {
+			bound = true
+		}
+	}
+	if !bound {
+		t.Error("the uncapped plan never passes the cap: the test proves nothing")
+	}
+	growing := synth(56, 4, func(d float64, hour int, wd time.Weekday) float64 { return (40 + 0.4*d) * (1 + 0.3*cycle(hour)) })
+	if g, err := Fit(growing, Options{}); err != nil || g.SteadyCap != 0 {
+		t.Errorf("a growing series is capped at %.2f (%v)", g.SteadyCap, err)
+	}
+}

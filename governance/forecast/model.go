@@ -51,6 +51,9 @@ type Model struct {
 	// RecentPeak is the largest value of the last plan step of history:
 	// no planned step goes below it.
 	RecentPeak float64 `json:"recentPeak"`
+	// SteadyCap, when positive, caps every planned step: the series has no
+	// trend (Options.SteadyHeadroom).
+	SteadyCap float64 `json:"steadyCap,omitempty"`
 	// HoldoutError is the mean absolute error of the chosen form's daily
 	// peaks on the last week of history, fitted without it (NaN when the
 	// history was too short to hold a week out).

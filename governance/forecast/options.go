@@ -29,6 +29,13 @@ type Options struct {
 	// Interval is the two-sided probability of the hourly band Lower..Upper
 	// (default 0.95).
 	Interval float64
+	// SteadyHeadroom: a namespace whose fitted trend is no trend plans at
+	// most its last 30 days' peak plus this share (default 0.2, the
+	// reactive rule's; negative: no cap). For a steady series its own
+	// recent peak already bounds the month ahead, and the extreme-value
+	// margin, fitted on a few weeks of daily peaks, can be wider than
+	// that; the forecast then only lowers the reactive plan.
+	SteadyHeadroom float64
 }
 
 // DefaultOptions fills o's zero fields with the defaults.
@@ -52,6 +59,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Interval == 0 {
 		o.Interval = 0.95
+	}
+	if o.SteadyHeadroom == 0 {
+		o.SteadyHeadroom = 0.2
 	}
 	return o
 }

@@ -92,6 +92,9 @@ func (m *Model) Schedule(from time.Time) []Step {
 				v = f.PeakBound[i]
 			}
 		}
+		if m.SteadyCap > 0 && v > m.SteadyCap {
+			v = max(m.SteadyCap, m.RecentPeak)
+		}
 		out = append(out, Step{From: s, To: e, Value: v})
 	}
 	return out

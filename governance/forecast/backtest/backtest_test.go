@@ -12,10 +12,11 @@ import (
 // over-provisioning than peak+20%. Three seeds of five series each, plans
 // remade weekly. Where the goal is not met the test holds the measured
 // distance, so that a change that widens it fails:
-//   - noisy (10% noise) and growth (10% a week): over-provisioning within
-//     5% of peak+20%'s, above or below depending on the seed: 20% over the
-//     month's peak is about what these two families need, and the
-//     forecast's margin for a week of maxima is as wide;
+//   - growth (10% a week): over-provisioning within 5% of peak+20%'s,
+//     above or below depending on the seed: 20% over the month's peak is
+//     about what it needs, and the forecast's margin for a week of maxima
+//     is as wide (noisy was too, until the steady cap: its plans are now
+//     at most peak+20%'s, and below it on each of seeds 1-8 but seed 4: +0.15%);
 //   - one exhausted plan allowed in families where peak+20% has none: the
 //     planner's Risk is 0.003 a plan-week, and on seeds 1-8 one plan of
 //     4,160 ran out for an hour (none on these three seeds).
@@ -26,7 +27,7 @@ func TestBacktestWeeklyReviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d plans per family and planner in %s", scores[0].Plans, time.Since(start).Round(time.Millisecond))
-	nearEven := map[string]bool{"noisy": true, "growth": true}
+	nearEven := map[string]bool{"growth": true}
 	for k := 0; k < len(scores); k += 2 {
 		peak, fc := scores[k], scores[k+1]
 		if peak.Planner != "peak+20%" || fc.Planner != "forecast" || peak.Family != fc.Family {

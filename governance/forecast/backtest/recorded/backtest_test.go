@@ -26,10 +26,10 @@ var PlotFile = filepath.Join("..", "..", "..", "..", "docs", "quota-forecast-rec
 // not, and runs out less where it does; it over-provisions less, except
 //   - where peak+20% ran out (the new team, whose ramp ends between two
 //     plans): holding less than was used is not the saving to compare;
-//   - on the noisy tenant (10% noise an hour), where the forecast's bound
-//     for a week of daily maxima is wider than 20% over the month's peak,
-//     as on some seeds of the generated noisy family: the test holds the
-//     measured distance (+15%) within 20%.
+//   - on the noisy tenant (10% noise an hour), whose fitted trend is no
+//     trend: the steady cap holds each plan to at most peak+20%'s, and on
+//     this recording the forecast's bound for a week of daily maxima was
+//     wider on all three plans (before the cap: +15%), so they are equal.
 func TestBacktestRecorded(t *testing.T) {
 	rec, err := recorded.Load(RecordingFile)
 	if err != nil {
@@ -64,7 +64,7 @@ func TestBacktestRecorded(t *testing.T) {
 		case peak.Exhaustions > 0:
 			continue
 		case fc.Family == "team-noisy":
-			limit *= 1.2
+			limit += 1e-9
 		}
 		if fc.OverProvisioned >= limit {
 			t.Errorf("%s: the forecast over-provisioned %.0f request/s·days, peak+20%% %.0f: want less than %.0f", fc.Family, fc.OverProvisioned, peak.OverProvisioned, limit)
