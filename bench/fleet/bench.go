@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,10 +44,10 @@ type row struct {
 	aggregated time.Duration      // fleet only: p99 until the fleet object's aggregated status is Ready
 }
 
-func newClient(cfg *rest.Config) (client.Client, error) {
+func newClient(cfg *rest.Config) (client.WithWatch, error) {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 500, 1000
-	return client.New(c, client.Options{Scheme: controller.Scheme()})
+	return client.NewWithWatch(c, client.Options{Scheme: controller.Scheme()})
 }
 
 // compare applies n services straight to the standalone member, then n at
@@ -70,11 +71,12 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	}
 	directBegan, cpu0 := time.Now(), procstat.SampleCPU(b.pids())
 	profiled := b.profile(ctx, fmt.Sprintf("direct-%d", n), map[string]*controlplane.ControlPlane{"direct": b.direct.ControlPlane})
+	wait := watchReady(ctx, map[string]client.WithWatch{"direct": dc}, ns, n, 2)
 	created, err := create(ctx, dc, ns, n)
 	if err != nil {
 		return nil, err
 	}
-	readyAt, err := waitReady(ctx, map[string]client.Client{"direct": dc}, ns, n, 2)
+	readyAt, err := wait()
 	if err != nil {
 		return nil, fmt.Errorf("direct: %w", err)
 	}
@@ -123,7 +125,7 @@ func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, cluste
 		return row{}, err
 	}
 	servers := map[string]*rest.Config{"karmada": b.f.Karmada.Config}
-	members := map[string]client.Client{}
+	members := map[string]client.WithWatch{}
 	for _, name := range clusters {
 		m := b.f.Member(name)
 		servers[m.Name] = m.Config
@@ -143,15 +145,17 @@ func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, cluste
 	began, cpu := time.Now(), procstat.SampleCPU(b.pids())
 	profiled := b.profile(ctx, ns, map[string]*controlplane.ControlPlane{
 		"karmada": b.f.Karmada.ControlPlane, "east": b.f.Member("east").ControlPlane})
+	waitMembers := watchReady(ctx, members, ns, n, int32(2/len(clusters)))
+	waitFleet := watchReady(ctx, map[string]client.WithWatch{"fleet": fc}, ns, n, 2)
 	created, err := create(ctx, fc, ns, n)
 	if err != nil {
 		return row{}, err
 	}
-	readyAt, err := waitReady(ctx, members, ns, n, int32(2/len(clusters)))
+	readyAt, err := waitMembers()
 	if err != nil {
 		return row{}, fmt.Errorf("%s: %w", mode, err)
 	}
-	aggAt, err := waitReady(ctx, map[string]client.Client{"fleet": fc}, ns, n, 2)
+	aggAt, err := waitFleet()
 	if err != nil {
 		return row{}, fmt.Errorf("%s aggregated status: %w", mode, err)
 	}
@@ -203,41 +207,75 @@ func create(ctx context.Context, c client.Client, ns string, n int) (map[string]
 	return out, first
 }
 
-// waitReady polls the clusters until each of the n services is Ready with
-// want ready replicas in every one of them, and returns when each was.
-func waitReady(ctx context.Context, clusters map[string]client.Client, ns string, n int, want int32) (map[string]time.Time, error) {
+// watchReady starts watching the clusters' TrellisServices in ns, and
+// returns a wait for the time each of n services is Ready with want
+// replicas (at its observed generation) in every cluster: the time the
+// watch event arrived, not a poll's. Start it before the creates.
+func watchReady(ctx context.Context, clusters map[string]client.WithWatch, ns string, n int, want int32) func() (map[string]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	var mu sync.Mutex
 	readyIn := map[string]map[string]bool{}
 	out := map[string]time.Time{}
-	deadline := time.Now().Add(30 * time.Minute)
-	for len(out) < n {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d of %d services Ready after 30 minutes", len(out), n)
+	done := make(chan struct{})
+	errs := make(chan error, len(clusters))
+	see := func(cluster string, s *v1alpha1.TrellisService, at time.Time) {
+		if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) || s.Status.ReadyReplicas != want || s.Status.ObservedGeneration != s.Generation {
+			return
 		}
-		for name, c := range clusters {
-			l := &v1alpha1.TrellisServiceList{}
-			if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
-				return nil, err
-			}
-			now := time.Now()
-			for _, s := range l.Items {
-				if meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) && s.Status.ReadyReplicas == want && s.Status.ObservedGeneration == s.Generation {
-					if readyIn[s.Name] == nil {
-						readyIn[s.Name] = map[string]bool{}
-					}
-					readyIn[s.Name][name] = true
-					if _, done := out[s.Name]; !done && len(readyIn[s.Name]) == len(clusters) {
-						out[s.Name] = now
-					}
-				}
-			}
+		mu.Lock()
+		defer mu.Unlock()
+		if readyIn[s.Name] == nil {
+			readyIn[s.Name] = map[string]bool{}
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		readyIn[s.Name][cluster] = true
+		if _, ok := out[s.Name]; !ok && len(readyIn[s.Name]) == len(clusters) {
+			out[s.Name] = at
+			if len(out) == n {
+				close(done)
+			}
 		}
 	}
-	return out, nil
+	for name, c := range clusters {
+		go func() {
+			for ctx.Err() == nil {
+				l := &v1alpha1.TrellisServiceList{}
+				if err := c.List(ctx, l, client.InNamespace(ns)); err != nil {
+					errs <- fmt.Errorf("%s: %w", name, err)
+					return
+				}
+				now := time.Now()
+				for i := range l.Items {
+					see(name, &l.Items[i], now)
+				}
+				w, err := c.Watch(ctx, &v1alpha1.TrellisServiceList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: l.ResourceVersion}})
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", name, err)
+					return
+				}
+				for ev := range w.ResultChan() {
+					if s, ok := ev.Object.(*v1alpha1.TrellisService); ok {
+						see(name, s, time.Now())
+					}
+				}
+				w.Stop()
+			}
+		}()
+	}
+	return func() (map[string]time.Time, error) {
+		defer cancel()
+		select {
+		case <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(out), nil
+		case err := <-errs:
+			return nil, err
+		case <-ctx.Done():
+			mu.Lock()
+			defer mu.Unlock()
+			return nil, fmt.Errorf("%d of %d services Ready: %w", len(out), n, ctx.Err())
+		}
+	}
 }
 
 func latencies(created, ready map[string]time.Time) []time.Duration {
@@ -353,7 +391,7 @@ func (b *bench) failover(ctx context.Context, ns string, n int) (time.Duration, 
 	}
 	down := time.Now()
 	b.f.Member("east").KillAPIServer()
-	if _, err := waitReady(ctx, map[string]client.Client{"west": west}, ns, n, 2); err != nil {
+	if _, err := watchReady(ctx, map[string]client.WithWatch{"west": west}, ns, n, 2)(); err != nil {
 		return 0, err
 	}
 	return time.Since(down), nil

@@ -46,7 +46,7 @@ func main() {
 	var o options
 	var counts string
 	flag.StringVar(&counts, "n", "100,1000", "comma-separated numbers of TrellisServices")
-	flag.IntVar(&o.nodes, "nodes", 20, "kwok nodes per member (64 cores, 110 pods each)")
+	flag.IntVar(&o.nodes, "nodes", 20, "kwok nodes per member (64 cores, 110 pods each); raised to what the runs' pods need")
 	flag.StringVar(&o.controller, "controller", "bin/trellis-controller", "the trellis-controller binary")
 	flag.BoolVar(&o.failover, "failover", true, "kill a member's apiserver after the first count and time the failover")
 	flag.BoolVar(&o.resourceModels, "resource-models", false, "karmada-scheduler estimates free replicas from Karmada's resource models (its default) instead of the members' resource summaries")
@@ -62,6 +62,14 @@ func main() {
 		}
 		o.counts = append(o.counts, n)
 	}
+	// east holds every run's services placed on it alone (2 pods each)
+	// and its half of the divided ones: 3 pods a service, none deleted
+	// between runs; 110 pods a node, one node spare.
+	total := 0
+	for _, n := range o.counts {
+		total += n
+	}
+	o.nodes = max(o.nodes, (3*total+109)/110+1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
