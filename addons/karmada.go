@@ -37,8 +37,9 @@ const (
 	// cert-manager's default), then restarts the fleet's workloads.
 	karmadaCertTTL     = 365 * 24 * time.Hour
 	karmadaRenewBefore = karmadaCertTTL / 3
-	// KarmadaRenewedAnnotation on the fleet workloads' pod templates is
-	// when the applier last renewed the certificates (the restart).
+	// KarmadaRenewedAnnotation on karmada-pki is when the applier last
+	// renewed the certificates; on the fleet workloads' pod templates,
+	// the renewal they were restarted for.
 	KarmadaRenewedAnnotation = "fleet.trellis.dev/pki-renewed-at"
 )
 

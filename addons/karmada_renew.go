@@ -19,33 +19,40 @@ const renewFieldManager = "trellis-pki-renewal"
 // renewKarmadaPKI renews the fleet's certificates in secret when they are
 // due (renewKarmadaPKI's window), then restarts the workloads that mount
 // the Secret: the apiserver reloads its serving certificate, but Karmada's
-// components read their client certificate once. The update carries the
-// Secret's resourceVersion: a concurrent writer makes it fail, not lose.
+// components read their client certificate once. The Secret records when
+// (KarmadaRenewedAnnotation), and every apply restarts a workload whose
+// pod template does not carry that time yet: a restart that failed is
+// made by the next apply. The update carries the Secret's
+// resourceVersion: a concurrent writer makes it fail, not lose.
 func (a *Applier) renewKarmadaPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
 	data, renewed, err := renewKarmadaPKI(secret.Data, now)
 	if err != nil {
 		return fmt.Errorf("fleet control plane certificates in secret %s: %w", KarmadaSecret, err)
 	}
-	if !renewed {
-		return nil
+	if renewed {
+		secret = secret.DeepCopy()
+		secret.Data = data
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, KarmadaRenewedAnnotation, now.UTC().Format(time.RFC3339))
+		if secret, err = a.Client.CoreV1().Secrets(Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("failed to renew the certificates in secret %s: %w", KarmadaSecret, err)
+		}
+		if a.Out != nil {
+			fmt.Fprintf(a.Out, "renewed the fleet control plane's certificates in secret %s (valid until %s); restarting its workloads\n", KarmadaSecret, now.Add(karmadaCertTTL).UTC().Format(time.RFC3339))
+		}
 	}
-	secret = secret.DeepCopy()
-	secret.Data = data
-	if _, err := a.Client.CoreV1().Secrets(Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("failed to renew the certificates in secret %s: %w", KarmadaSecret, err)
+	if at := secret.Annotations[KarmadaRenewedAnnotation]; at != "" {
+		return a.restartMounting(ctx, KarmadaSecret, at)
 	}
-	if a.Out != nil {
-		fmt.Fprintf(a.Out, "renewed the fleet control plane's certificates in secret %s (valid until %s); restarting its workloads\n", KarmadaSecret, now.Add(karmadaCertTTL).UTC().Format(time.RFC3339))
-	}
-	return a.restartMounting(ctx, KarmadaSecret, now)
+	return nil
 }
 
 // restartMounting restarts the Deployments and StatefulSets of the
-// namespace whose pods mount the secret, as `kubectl rollout restart`
-// does: a pod template annotation.
-func (a *Applier) restartMounting(ctx context.Context, secret string, now time.Time) error {
+// namespace whose pods mount the secret and whose template does not carry
+// the renewal time at yet, as `kubectl rollout restart` does: a pod
+// template annotation.
+func (a *Applier) restartMounting(ctx context.Context, secret, at string) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{KarmadaRenewedAnnotation: now.UTC().Format(time.RFC3339)}}}}})
+		"annotations": map[string]string{KarmadaRenewedAnnotation: at}}}}})
 	if err != nil {
 		return err
 	}
@@ -55,7 +62,7 @@ func (a *Applier) restartMounting(ctx context.Context, secret string, now time.T
 		return fmt.Errorf("failed to list deployments: %w", err)
 	}
 	for _, d := range deps.Items {
-		if mounts(d.Spec.Template.Spec, secret) {
+		if mounts(d.Spec.Template.Spec, secret) && d.Spec.Template.Annotations[KarmadaRenewedAnnotation] != at {
 			if _, err := a.Client.AppsV1().Deployments(Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to restart deployment %s: %w", d.Name, err)
 			}
@@ -66,7 +73,7 @@ func (a *Applier) restartMounting(ctx context.Context, secret string, now time.T
 		return fmt.Errorf("failed to list statefulsets: %w", err)
 	}
 	for _, s := range sets.Items {
-		if mounts(s.Spec.Template.Spec, secret) {
+		if mounts(s.Spec.Template.Spec, secret) && s.Spec.Template.Annotations[KarmadaRenewedAnnotation] != at {
 			if _, err := a.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to restart statefulset %s: %w", s.Name, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -138,6 +139,22 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	if got := sts.Spec.Template.Annotations[KarmadaRenewedAnnotation]; got != stamp {
 		t.Errorf("statefulset %s not restarted: %q", KarmadaService, got)
+	}
+	if renewed.Annotations[KarmadaRenewedAnnotation] != stamp {
+		t.Errorf("secret %s: %s %q, want %q", KarmadaSecret, KarmadaRenewedAnnotation, renewed.Annotations[KarmadaRenewedAnnotation], stamp)
+	}
+	// A restart that did not happen (here: undone) is made by the next
+	// apply, without renewing again.
+	undo := []byte(`[{"op":"remove","path":"/spec/template/metadata/annotations/fleet.trellis.dev~1pki-renewed-at"}]`)
+	if _, err := cp.Client.AppsV1().Deployments(Namespace).Patch(ctx, "karmada-scheduler", types.JSONPatchType, undo, metav1.PatchOptions{FieldManager: renewFieldManager}); err != nil {
+		t.Fatal(err)
+	}
+	a.Clock = testclock.NewFakePassiveClock(renewAt.Add(30 * time.Minute))
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{}); err != nil || d.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
+		t.Errorf("the missed restart of karmada-scheduler was not made: %v", err)
 	}
 	// The bundle's next apply keeps the restart annotation (another field
 	// manager's) and the renewed certificates.
