@@ -170,7 +170,7 @@ func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error 
 			}
 		} else if err != nil {
 			return fmt.Errorf("failed to read secret %s: %w", KarmadaSecret, err)
-		} else if err := a.renewKarmadaPKI(ctx, secret, c.Now()); err != nil {
+		} else if err := a.renewFleetPKI(ctx, secret, c.Now()); err != nil {
 			return err
 		}
 	}

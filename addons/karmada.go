@@ -99,7 +99,7 @@ func firstExpiry(data map[string][]byte, names []string) (time.Time, string, err
 	for _, name := range names {
 		certs, err := pki.ParseCerts(data[name])
 		if err != nil || len(certs) == 0 {
-			return time.Time{}, "", fmt.Errorf("secret %s: %s: no certificate: %v", KarmadaSecret, name, err)
+			return time.Time{}, "", fmt.Errorf("%s: no certificate: %v", name, err)
 		}
 		if which == "" || certs[0].NotAfter.Before(first) {
 			first, which = certs[0].NotAfter, name

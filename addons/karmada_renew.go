@@ -16,7 +16,7 @@ import (
 // bundle's own apply never touches it).
 const renewFieldManager = "trellis-pki-renewal"
 
-// renewKarmadaPKI renews the fleet's certificates in secret when they are
+// renewFleetPKI renews the fleet's certificates in secret when they are
 // due (renewKarmadaPKI's window), then restarts the workloads that mount
 // the Secret: the apiserver reloads its serving certificate, but Karmada's
 // components read their client certificate once. The Secret records when
@@ -24,7 +24,7 @@ const renewFieldManager = "trellis-pki-renewal"
 // pod template does not carry that time yet: a restart that failed is
 // made by the next apply. The update carries the Secret's
 // resourceVersion: a concurrent writer makes it fail, not lose.
-func (a *Applier) renewKarmadaPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
+func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
 	data, renewed, err := renewKarmadaPKI(secret.Data, now)
 	if err != nil {
 		return fmt.Errorf("fleet control plane certificates in secret %s: %w", KarmadaSecret, err)

@@ -92,8 +92,9 @@ func (m *Model) Schedule(from time.Time) []Step {
 				v = f.PeakBound[i]
 			}
 		}
-		if m.SteadyCap > 0 && v > m.SteadyCap {
-			v = max(m.SteadyCap, m.RecentPeak)
+		if m.SteadyCap > 0 {
+			// Above RecentPeak by construction (the same history's peak).
+			v = min(v, m.SteadyCap)
 		}
 		out = append(out, Step{From: s, To: e, Value: v})
 	}

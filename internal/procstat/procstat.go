@@ -74,8 +74,8 @@ func SampleCPU(pids map[string]int) CPUSample {
 
 // PrintCPU writes the CPU each process used between two samples, largest
 // first, as a share of the wall time (on 2 cores the sum cannot pass 200%).
-// Processes below min are summed into one line.
-func PrintCPU(w io.Writer, title string, from, to CPUSample, wall, min time.Duration) {
+// Processes below floor are summed into one line.
+func PrintCPU(w io.Writer, title string, from, to CPUSample, wall, floor time.Duration) {
 	names := make([]string, 0, len(to))
 	for n := range to {
 		names = append(names, n)
@@ -96,7 +96,7 @@ func PrintCPU(w io.Writer, title string, from, to CPUSample, wall, min time.Dura
 	for _, n := range names {
 		d := used(n)
 		total += d
-		if d < min {
+		if d < floor {
 			rest += d
 			others++
 			continue
