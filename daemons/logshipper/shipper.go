@@ -496,6 +496,9 @@ func (s *Shipper) truncated(f *file, offset int64) {
 	}
 	f.pos, f.buf, f.partial, f.partialTrunc, f.skipping, f.head = 0, f.buf[:0], nil, false, false, nil
 	f.key = newKey(f.inode)
+	// The new generation's head at once, if it has one: a checkpoint with
+	// no head cannot tell this generation from the next.
+	f.captureHead()
 	s.register(f)
 }
 
@@ -580,6 +583,15 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
+	}
+	if !f.headMatches() {
+		// Truncated and rewritten since the last scan, and regrown past
+		// pos: these bytes may be the new generation's, at an offset that
+		// means nothing in it. The lines not yet read are in the copy.
+		s.log.Info("file truncated under the reader; reading its copy, then the file from the start", "file", filepath.Join(f.dir, f.name))
+		s.truncated(f, f.pos-int64(len(f.buf)))
+		s.save()
+		return 0, err
 	}
 	f.idleSince = time.Time{}
 	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {

@@ -308,3 +308,79 @@ func TestDeletedFileAbandonedAfterGrace(t *testing.T) {
 	}
 	t.Logf("%d of %d lines read before the file was given up %s after its deletion", len(got), len(lines), stepped)
 }
+
+// TestCopytruncateBetweenScanAndRead drives one reader step by step: the
+// file is copied aside and truncated after the last scan, and the new
+// generation has grown past the read position before the next read. That
+// read must not ship the new generation's bytes as the old one's (a
+// fragment of a line, at an offset the old generation's copy would then be
+// read from): the lines the reader had not reached are in the copy.
+func TestCopytruncateBetweenScanAndRead(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	log := filepath.Join(d, "0.log")
+	s, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: &memSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	write := func(gen string, k int) {
+		for i := range k {
+			msg := fmt.Sprintf("%s line %d", gen, i)
+			appendFile(t, log, criLine("stdout", "F", msg))
+			want = append(want, msg)
+		}
+	}
+	b := newBatch()
+	readAll := func() {
+		for progress := true; progress; {
+			progress = false
+			for _, f := range s.files {
+				if n, err := s.readFile(f, b); err != nil {
+					t.Fatal(err)
+				} else if n > 0 {
+					progress = true
+				}
+			}
+		}
+	}
+	write("gen1", 5)
+	s.discover(b)
+	readAll()
+	write("gen1-unread", 5) // written after the last read
+	cp, _ := os.ReadFile(log)
+	if err := os.WriteFile(log+".1", cp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(log, 0); err != nil {
+		t.Fatal(err)
+	}
+	write("gen2", 30) // longer than what was read of gen1
+	readAll()         // no scan in between: the race
+	// The new generation is registered with its head: were the shipper
+	// killed now and the file truncated again, the next run could not
+	// tell it from the one after without it.
+	for _, p := range s.acked {
+		if len(p.Head) == 0 {
+			t.Errorf("generation %s (%s) registered without its head", p.Key, p.Path)
+		}
+	}
+	s.discover(b)
+	readAll()
+	got := map[string]int{}
+	for _, r := range b.records {
+		got[r.Log]++
+		if r.Malformed || r.Truncated {
+			t.Errorf("a fragment was shipped: %+v", r)
+		}
+	}
+	for _, m := range want {
+		if got[m] != 1 {
+			t.Errorf("%q shipped %d times", m, got[m])
+		}
+	}
+	if len(b.records) != len(want) {
+		t.Errorf("%d records for %d lines", len(b.records), len(want))
+	}
+}
