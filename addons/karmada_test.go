@@ -3,10 +3,12 @@ package addons
 import (
 	"bytes"
 	"context"
+	"maps"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	testclock "k8s.io/utils/clock/testing"
@@ -180,5 +182,36 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 func TestKarmadaGOGC(t *testing.T) {
 	if karmadaGOGC != karmada.DefaultGOGC {
 		t.Fatalf("addons run the fleet with GOGC=%d, fleet/karmada with %d", karmadaGOGC, karmada.DefaultGOGC)
+	}
+}
+
+// The fleet addon's containers run with the Go memory limits the loopback
+// fleet runs and the bench measured, and no others.
+func TestKarmadaGoMemLimits(t *testing.T) {
+	rendered, err := Render(load(t, "fleet-us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"karmada-apiserver/kube-apiserver":              karmada.GoMemLimits["kube-apiserver"],
+		"karmada-controller-manager/controller-manager": karmada.GoMemLimits[karmada.ControllerManager],
+	}
+	got := map[string]string{}
+	for _, r := range rendered {
+		for _, o := range r.Objects {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				c := c.(map[string]any)
+				env, _, _ := unstructured.NestedSlice(c, "env")
+				for _, e := range env {
+					if e := e.(map[string]any); e["name"] == "GOMEMLIMIT" {
+						got[o.GetName()+"/"+c["name"].(string)] = e["value"].(string)
+					}
+				}
+			}
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("the addon's GOMEMLIMITs %v, fleet/karmada's %v", got, want)
 	}
 }

@@ -2,8 +2,11 @@ package karmada_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +38,28 @@ func TestIntegrationControlPlane(t *testing.T) {
 		cp.Stop()
 	})
 	t.Logf("karmada control plane up in %s", time.Since(start).Round(time.Millisecond))
+	// Each process runs with the plane's GOGC and its own memory limit,
+	// as the addon's containers do.
+	pids := cp.PIDs()
+	for name := range karmada.GoMemLimits {
+		if _, ok := pids[name]; !ok {
+			t.Errorf("no %s among the plane's processes %v", name, pids)
+		}
+	}
+	for name, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := strings.Split(string(b), "\x00")
+		if !slices.Contains(env, fmt.Sprintf("GOGC=%d", karmada.DefaultGOGC)) {
+			t.Errorf("%s runs without GOGC=%d", name, karmada.DefaultGOGC)
+		}
+		limit, limited := karmada.GoMemLimits[name]
+		if got := slices.Contains(env, "GOMEMLIMIT="+limit); limited && !got {
+			t.Errorf("%s runs without GOMEMLIMIT=%s", name, limit)
+		}
+	}
 	if _, err := cp.Dynamic.Resource(karmada.ClusterGVR).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("clusters: %v", err)
 	}

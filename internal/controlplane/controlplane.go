@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +70,10 @@ type Options struct {
 	// Env is extra environment (NAME=value) for every process of the
 	// plane, e.g. the Go runtime's GOGC.
 	Env []string
+	// ProcessEnv is extra environment for the process of that name
+	// (kube-apiserver, etcd, or one StartProcess ran), after Env: e.g. a
+	// memory limit of its own.
+	ProcessEnv map[string][]string
 }
 
 // ControlPlane is a running control plane.
@@ -292,8 +297,8 @@ func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	if len(cp.opts.Env) > 0 {
-		cmd.Env = append(os.Environ(), cp.opts.Env...)
+	if env := append(slices.Clone(cp.opts.Env), cp.opts.ProcessEnv[name]...); len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
