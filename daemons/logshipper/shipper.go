@@ -556,7 +556,8 @@ func (f *file) headMatches() bool {
 	if len(f.head) == 0 {
 		return true
 	}
-	cur := make([]byte, len(f.head))
+	var buf [headLen]byte // on the stack: every read checks
+	cur := buf[:len(f.head)]
 	n, _ := f.f.ReadAt(cur, 0)
 	return n < len(f.head) || bytes.Equal(cur, f.head)
 }

@@ -297,7 +297,7 @@ func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	if env := append(slices.Clone(cp.opts.Env), cp.opts.ProcessEnv[name]...); len(env) > 0 {
+	if env := slices.Concat(cp.opts.Env, cp.opts.ProcessEnv[name]); len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
