@@ -22,6 +22,12 @@ type ControlPlaneOptions struct {
 	// Serving are servers beside the apiserver that it calls and must
 	// trust (an aggregated apiserver, a webhook): file prefix -> names.
 	Serving map[string][]string
+	// EtcdPeerNames, when set, are the DNS names (wildcards allowed) of
+	// the peer endpoints of the control plane's etcd members: an etcd CA of
+	// its own (so that no other certificate of the control plane is a
+	// peer) signs one peer certificate for them, for server and client
+	// authentication, which every member presents.
+	EtcdPeerNames []string
 	// AdminUser is the common name of the client certificate in the
 	// system:masters group the control plane's own components use.
 	AdminUser string
@@ -33,7 +39,9 @@ type ControlPlaneOptions struct {
 // Files of a control plane's PKI, by name: ca.crt, ca.key, apiserver.crt,
 // apiserver.key, front-proxy-ca.crt, front-proxy-client.crt,
 // front-proxy-client.key, sa.key, sa.pub, admin.crt, admin.key, and
-// <prefix>.crt and <prefix>.key per Serving entry. kubeadm's layout.
+// <prefix>.crt and <prefix>.key per Serving entry, and with EtcdPeerNames
+// etcd-ca.crt, etcd-ca.key, etcd-peer.crt and etcd-peer.key. kubeadm's
+// layout.
 const (
 	CACert, CAKey                 = "ca.crt", "ca.key"
 	APIServerCert, APIServerKey   = "apiserver.crt", "apiserver.key"
@@ -41,6 +49,8 @@ const (
 	FrontProxyCert, FrontProxyKey = "front-proxy-client.crt", "front-proxy-client.key"
 	SAKey, SAPub                  = "sa.key", "sa.pub"
 	AdminCert, AdminKey           = "admin.crt", "admin.key"
+	EtcdCACert, EtcdCAKey         = "etcd-ca.crt", "etcd-ca.key"
+	EtcdPeerCert, EtcdPeerKey     = "etcd-peer.crt", "etcd-peer.key"
 	// FrontProxyUser is the front-proxy client certificate's common name
 	// (the apiserver's --requestheader-allowed-names).
 	FrontProxyUser = "front-proxy-client"
@@ -76,6 +86,9 @@ func NewControlPlane(o ControlPlaneOptions) (map[string][]byte, error) {
 	if err := issueControlPlane(out, ca, o); err != nil {
 		return nil, err
 	}
+	if _, err := EnsureEtcdPeer(out, o); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -89,19 +102,9 @@ func RenewControlPlane(old map[string][]byte, o ControlPlaneOptions) (map[string
 	if o.TTL <= 0 {
 		return nil, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
 	}
-	certs, err := ParseCerts(old[CACert])
-	if err != nil || len(certs) != 1 {
-		return nil, fmt.Errorf("control plane PKI %s: %s: one CA certificate expected: %v", o.Name, CACert, err)
-	}
-	key, err := ParseKey(old[CAKey])
+	ca, err := keptCA(old, CACert, CAKey, o)
 	if err != nil {
-		return nil, fmt.Errorf("control plane PKI %s: %s: %w", o.Name, CAKey, err)
-	}
-	if !publicKeysEqual(certs[0], key) {
-		return nil, fmt.Errorf("control plane PKI %s: %s does not match %s", o.Name, CAKey, CACert)
-	}
-	if !certs[0].NotAfter.After(o.Now.Add(o.TTL)) {
-		return nil, fmt.Errorf("control plane PKI %s: the CA expires %s, before certificates renewed now would: a new CA is needed", o.Name, certs[0].NotAfter.UTC().Format(time.RFC3339))
+		return nil, err
 	}
 	out := map[string][]byte{}
 	for _, name := range []string{CACert, CAKey, SAKey, SAPub} {
@@ -110,10 +113,42 @@ func RenewControlPlane(old map[string][]byte, o ControlPlaneOptions) (map[string
 		}
 		out[name] = old[name]
 	}
-	if err := issueControlPlane(out, &KeyPair{Cert: certs[0], Key: key}, o); err != nil {
+	if err := issueControlPlane(out, ca, o); err != nil {
 		return nil, err
 	}
-	return out, nil
+	if len(o.EtcdPeerNames) == 0 {
+		return out, nil
+	}
+	if len(old[EtcdCACert]) == 0 {
+		_, err := EnsureEtcdPeer(out, o)
+		return out, err
+	}
+	etcd, err := keptCA(old, EtcdCACert, EtcdCAKey, o)
+	if err != nil {
+		return nil, err
+	}
+	out[EtcdCACert], out[EtcdCAKey] = old[EtcdCACert], old[EtcdCAKey]
+	return out, issueEtcdPeer(out, etcd, o)
+}
+
+// keptCA is the CA a renewal keeps: its key must be its certificate's, and
+// it must outlive the certificates issued now.
+func keptCA(files map[string][]byte, certFile, keyFile string, o ControlPlaneOptions) (*KeyPair, error) {
+	certs, err := ParseCerts(files[certFile])
+	if err != nil || len(certs) != 1 {
+		return nil, fmt.Errorf("control plane PKI %s: %s: one CA certificate expected: %v", o.Name, certFile, err)
+	}
+	key, err := ParseKey(files[keyFile])
+	if err != nil {
+		return nil, fmt.Errorf("control plane PKI %s: %s: %w", o.Name, keyFile, err)
+	}
+	if !publicKeysEqual(certs[0], key) {
+		return nil, fmt.Errorf("control plane PKI %s: %s does not match %s", o.Name, keyFile, certFile)
+	}
+	if !certs[0].NotAfter.After(o.Now.Add(o.TTL)) {
+		return nil, fmt.Errorf("control plane PKI %s: %s expires %s, before certificates renewed now would: a new CA is needed", o.Name, certFile, certs[0].NotAfter.UTC().Format(time.RFC3339))
+	}
+	return &KeyPair{Cert: certs[0], Key: key}, nil
 }
 
 // ControlPlaneLeaves are the certificates NewControlPlane issues for o
@@ -122,6 +157,9 @@ func ControlPlaneLeaves(o ControlPlaneOptions) []string {
 	out := []string{APIServerCert, AdminCert, FrontProxyCACert, FrontProxyCert}
 	for prefix := range o.Serving {
 		out = append(out, prefix+".crt")
+	}
+	if len(o.EtcdPeerNames) > 0 {
+		out = append(out, EtcdPeerCert)
 	}
 	sort.Strings(out)
 	return out
@@ -137,29 +175,7 @@ func issueControlPlane(out map[string][]byte, ca *KeyPair, o ControlPlaneOptions
 	}
 	out[FrontProxyCACert] = EncodeCerts(fp.Cert)
 	leaf := func(parent *KeyPair, name string, tmpl *x509.Certificate) error {
-		key, err := NewKey()
-		if err != nil {
-			return err
-		}
-		tmpl.SerialNumber = serial()
-		tmpl.NotBefore, tmpl.NotAfter = o.Now.Add(-time.Hour), o.Now.Add(o.TTL)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-		c, err := parent.Issue(tmpl, key.Public())
-		if err != nil {
-			return fmt.Errorf("failed to issue %s: %w", name, err)
-		}
-		return putPair(out, name, &KeyPair{Cert: c, Key: key})
-	}
-	serving := func(cn string, names []string) *x509.Certificate {
-		t := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-		for _, n := range names {
-			if ip := net.ParseIP(n); ip != nil {
-				t.IPAddresses = append(t.IPAddresses, ip)
-			} else {
-				t.DNSNames = append(t.DNSNames, n)
-			}
-		}
-		return t
+		return issueLeaf(out, parent, name, tmpl, o)
 	}
 	if err := leaf(ca, "apiserver", serving("kube-apiserver", o.APIServerNames)); err != nil {
 		return err
@@ -176,6 +192,37 @@ func issueControlPlane(out map[string][]byte, ca *KeyPair, o ControlPlaneOptions
 		return err
 	}
 	return leaf(fp, "front-proxy-client", client(FrontProxyUser))
+}
+
+// issueLeaf issues <name>.crt and <name>.key from parent, valid for o.TTL
+// from o.Now.
+func issueLeaf(out map[string][]byte, parent *KeyPair, name string, tmpl *x509.Certificate, o ControlPlaneOptions) error {
+	key, err := NewKey()
+	if err != nil {
+		return err
+	}
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore, tmpl.NotAfter = o.Now.Add(-time.Hour), o.Now.Add(o.TTL)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	c, err := parent.Issue(tmpl, key.Public())
+	if err != nil {
+		return fmt.Errorf("failed to issue %s: %w", name, err)
+	}
+	return putPair(out, name, &KeyPair{Cert: c, Key: key})
+}
+
+// serving is a server certificate's template for names (DNS names and IP
+// addresses).
+func serving(cn string, names []string) *x509.Certificate {
+	t := &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			t.IPAddresses = append(t.IPAddresses, ip)
+		} else {
+			t.DNSNames = append(t.DNSNames, n)
+		}
+	}
+	return t
 }
 
 // newCA is a self-signed CA (ECDSA P-256) named cn, valid for ttl.

@@ -132,3 +132,91 @@ func TestRenewControlPlane(t *testing.T) {
 		t.Errorf("mismatched CA key: %v", err)
 	}
 }
+
+// With EtcdPeerNames, an etcd CA of its own signs one peer certificate
+// for server and client authentication; renewal keeps that CA, and a PKI
+// made without peers gets them added once.
+func TestEtcdPeer(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	o := ControlPlaneOptions{
+		Name: "fleet", APIServerNames: []string{"api.example.svc"}, AdminUser: "admin", TTL: 24 * time.Hour, Now: now,
+		EtcdPeerNames: []string{"*.peers.example.svc"},
+	}
+	files, err := NewControlPlane(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := func(files map[string][]byte, name string) *x509.Certificate {
+		t.Helper()
+		c, err := ParseCerts(files[name])
+		if err != nil || len(c) != 1 {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return c[0]
+	}
+	verify := func(files map[string][]byte, leaf, root, name string, usage x509.ExtKeyUsage) error {
+		roots := x509.NewCertPool()
+		roots.AddCert(parse(files, root))
+		_, err := parse(files, leaf).Verify(x509.VerifyOptions{DNSName: name, Roots: roots, CurrentTime: o.Now.Add(time.Hour), KeyUsages: []x509.ExtKeyUsage{usage}})
+		return err
+	}
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if err := verify(files, EtcdPeerCert, EtcdCACert, "m-1.peers.example.svc", usage); err != nil {
+			t.Errorf("peer certificate, usage %v: %v", usage, err)
+		}
+	}
+	if err := verify(files, EtcdPeerCert, EtcdCACert, "m-1.other.example.svc", x509.ExtKeyUsageServerAuth); err == nil {
+		t.Error("the peer certificate verifies for a name outside EtcdPeerNames")
+	}
+	if err := verify(files, AdminCert, EtcdCACert, "", x509.ExtKeyUsageClientAuth); err == nil {
+		t.Error("the admin certificate verifies against the etcd CA: it would be an etcd peer")
+	}
+	if err := verify(files, EtcdPeerCert, CACert, "m-1.peers.example.svc", x509.ExtKeyUsageServerAuth); err == nil {
+		t.Error("the peer certificate verifies against the cluster CA: etcd needs a CA of its own")
+	}
+	if !slices.Contains(ControlPlaneLeaves(o), EtcdPeerCert) {
+		t.Errorf("leaves %v: the peer certificate is not renewed", ControlPlaneLeaves(o))
+	}
+
+	o.Now = now.Add(20 * time.Hour)
+	renewed, err := RenewControlPlane(files, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(files[EtcdCACert], renewed[EtcdCACert]) || !slices.Equal(files[EtcdCAKey], renewed[EtcdCAKey]) {
+		t.Error("renewal replaced the etcd CA: members still running the old peer certificate would not trust the new one")
+	}
+	if got, want := parse(renewed, EtcdPeerCert).NotAfter, o.Now.Add(o.TTL); !got.Equal(want) {
+		t.Errorf("renewed peer certificate expires %s, want %s", got, want)
+	}
+	if err := verify(renewed, EtcdPeerCert, EtcdCACert, "m-2.peers.example.svc", x509.ExtKeyUsageClientAuth); err != nil {
+		t.Errorf("renewed peer certificate: %v", err)
+	}
+
+	// A PKI made before its etcd had peers: added once, then kept.
+	plain := o
+	plain.EtcdPeerNames = nil
+	old, err := NewControlPlane(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old[EtcdCACert]) > 0 {
+		t.Fatal("etcd CA made without EtcdPeerNames")
+	}
+	before := maps.Clone(old)
+	if added, err := EnsureEtcdPeer(old, o); err != nil || !added {
+		t.Fatalf("EnsureEtcdPeer on a PKI without peers: added %v, %v", added, err)
+	}
+	if err := verify(old, EtcdPeerCert, EtcdCACert, "m-0.peers.example.svc", x509.ExtKeyUsageServerAuth); err != nil {
+		t.Errorf("added peer certificate: %v", err)
+	}
+	for k, v := range before {
+		if !slices.Equal(old[k], v) {
+			t.Errorf("EnsureEtcdPeer changed %s", k)
+		}
+	}
+	again := maps.Clone(old)
+	if added, err := EnsureEtcdPeer(again, o); err != nil || added || !maps.EqualFunc(again, old, slices.Equal) {
+		t.Errorf("EnsureEtcdPeer on a PKI with peers: added %v, %v (want untouched)", added, err)
+	}
+}
