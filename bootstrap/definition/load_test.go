@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 const testBase = `apiVersion: trellis.dev/v1alpha1
@@ -183,6 +184,14 @@ func TestValidationErrors(t *testing.T) {
 			`quota.lead: Invalid value: "two weeks": must be a positive duration such as 336h`},
 		{"quota threshold", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  threshold: 80\n" },
 			`quota.threshold: Invalid value: 80: must be a fraction of a quota, above 0 and at most 1`},
+		{"fleet members even", func(s string) string { return s + "addons:\n- name: karmada-apiserver\n  values: {replicas: 2}\n" },
+			`c.yaml:16:22: addons[0].values[replicas]: Invalid value: 2: must be 1, 3 or 5`},
+		{"fleet members not a number", func(s string) string { return s + "addons:\n- name: karmada-apiserver\n  values: {replicas: three}\n" },
+			`addons[0].values[replicas]: Invalid value: "three": must be 1, 3 or 5`},
+		{"unknown addon value", func(s string) string { return s + "addons:\n- name: karmada-apiserver\n  values: {replica: 3}\n" },
+			`addons[0].values[replica]: Unsupported value: "replica": supported values: "replicas"`},
+		{"value of an addon that takes none", func(s string) string { return s + "addons:\n- name: trellis-quota\n  values: {replicas: 3}\n" },
+			`addons[0].values[replicas]: Unsupported value: "replicas"`},
 		{"quota threshold not a number", func(s string) string { return s + "addons:\n- name: trellis-quota\nquota:\n  threshold: most\n" },
 			`quota.threshold: expected a number, got "most"`},
 	}
@@ -220,5 +229,36 @@ func TestBaseCycle(t *testing.T) {
 	_, err := Load(filepath.Join(dir, "a.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("want a cycle error, got %v", err)
+	}
+}
+
+// The fleet's API has 3 members on AWS unless the addon says otherwise,
+// and 1 on kind, where more is refused.
+func TestFleetReplicas(t *testing.T) {
+	fleet := func(cloud Cloud, values map[string]any) *ClusterDefinition {
+		return &ClusterDefinition{Cloud: cloud, Addons: []Addon{{Name: "zookeeper"}, {Name: FleetAPIAddon, Values: values}}}
+	}
+	for _, c := range []struct {
+		d    *ClusterDefinition
+		want int
+	}{
+		{fleet(CloudAWS, nil), 3},
+		{fleet(CloudAWS, map[string]any{"replicas": float64(1)}), 1},
+		{fleet(CloudAWS, map[string]any{"replicas": 5}), 5},
+		{fleet(CloudKind, nil), 1},
+		{&ClusterDefinition{Cloud: CloudAWS}, 3},
+	} {
+		if got := c.d.FleetReplicas(); got != c.want {
+			t.Errorf("%s %v: %d members, want %d", c.d.Cloud, c.d.Addons, got, c.want)
+		}
+	}
+	kind := fleet(CloudKind, map[string]any{"replicas": float64(3)})
+	errs := validateAddonValues(kind, field.NewPath("addons").Index(1), kind.Addons[1])
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "must be 1 on kind") {
+		t.Errorf("3 members on kind: %v", errs)
+	}
+	aws := fleet(CloudAWS, map[string]any{"replicas": float64(3)})
+	if errs := validateAddonValues(aws, field.NewPath("addons").Index(1), aws.Addons[1]); len(errs) != 0 {
+		t.Errorf("3 members on AWS: %v", errs)
 	}
 }

@@ -413,6 +413,9 @@ func validateAddons(d *ClusterDefinition) field.ErrorList {
 		case a.Version != "" && a.Version != info.Version:
 			errs = append(errs, field.NotSupported(p.Child("version"), a.Version, []string{info.Version}))
 		}
+		if ok {
+			errs = append(errs, validateAddonValues(d, p, a)...)
+		}
 		seen[a.Name] = true
 	}
 	return errs

@@ -1,0 +1,83 @@
+package definition
+
+import (
+	"math"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// FleetAPIAddon runs the fleet's API (Karmada's apiserver and its etcd)
+// on a management cluster. Its one value, replicas, is the number of its
+// members: each pod runs an etcd member and an apiserver over it.
+const (
+	FleetAPIAddon      = "karmada-apiserver"
+	FleetReplicasValue = "replicas"
+)
+
+// FleetReplicas are the members of the fleet's API on this cluster: the
+// karmada-apiserver addon's replicas value, else 3 on AWS (a member can be
+// lost, or drained, without losing the fleet's quorum) and 1 on kind
+// (whose emptyDir volumes do not outlive a pod: see validateFleet).
+// Validate first: a value that is not a whole number counts as unset.
+func (d *ClusterDefinition) FleetReplicas() int {
+	for _, a := range d.Addons {
+		if a.Name != FleetAPIAddon {
+			continue
+		}
+		if n, ok := wholeNumber(a.Values[FleetReplicasValue]); ok {
+			return n
+		}
+	}
+	if d.Cloud == CloudAWS {
+		return 3
+	}
+	return 1
+}
+
+// addonValues are the values each addon takes; an addon not listed takes
+// none.
+var addonValues = map[string][]string{FleetAPIAddon: {FleetReplicasValue}}
+
+// validateAddonValues checks addon i's values.
+func validateAddonValues(d *ClusterDefinition, p *field.Path, a Addon) field.ErrorList {
+	var errs field.ErrorList
+	known := addonValues[a.Name]
+	for k := range a.Values {
+		if !slices.Contains(known, k) {
+			errs = append(errs, field.NotSupported(p.Child("values").Key(k), k, known))
+		}
+	}
+	if a.Name != FleetAPIAddon {
+		return errs
+	}
+	v, set := a.Values[FleetReplicasValue]
+	if !set {
+		return errs
+	}
+	vp := p.Child("values").Key(FleetReplicasValue)
+	n, ok := wholeNumber(v)
+	switch {
+	case !ok || (n != 1 && n != 3 && n != 5):
+		errs = append(errs, field.Invalid(vp, v, "must be 1, 3 or 5: the members of the fleet's etcd, an odd number so that a quorum survives the loss of (n-1)/2"))
+	case n > 1 && d.Cloud == CloudKind:
+		errs = append(errs, field.Invalid(vp, v, "must be 1 on kind: its etcd data is an emptyDir, and a member whose pod is replaced would come back empty under its old name"))
+	}
+	return errs
+}
+
+// wholeNumber reads a YAML number (float64 once decoded) or an int as an
+// int.
+func wholeNumber(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1e6 {
+			return int(n), true
+		}
+	}
+	return 0, false
+}
