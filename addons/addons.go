@@ -79,6 +79,15 @@ type Values struct {
 	// KarmadaGOGC is the fleet's apiserver's and controllers' garbage
 	// collector target (fleet/karmada.DefaultGOGC: why).
 	KarmadaGOGC int
+	// KarmadaReplicas are the fleet API's pods, each an etcd member
+	// (definition.FleetReplicas); with more than one, KarmadaPeerService
+	// names the members and KarmadaEtcdInitialCluster lists them.
+	KarmadaReplicas           int
+	KarmadaPeerService        string
+	KarmadaEtcdInitialCluster string
+	// KarmadaControllerReplicas run each fleet controller and the webhook:
+	// 2 beside a replicated API (one leads, one waits), else 1.
+	KarmadaControllerReplicas int
 }
 
 // karmadaGOGC is fleet/karmada.DefaultGOGC (a test keeps them equal).
@@ -117,6 +126,11 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 		KubeRepository: render.ImageRepository(def), KubernetesVersion: "v" + strings.TrimPrefix(def.KubernetesVersion, "v"),
 		EtcdTag: render.EtcdImageTag(versions.Etcd), KarmadaEtcdClaim: def.Cloud == definition.CloudAWS,
 		KarmadaGOGC: karmadaGOGC,
+	}
+	v.KarmadaReplicas, v.KarmadaPeerService, v.KarmadaControllerReplicas = def.FleetReplicas(), KarmadaPeerService, 1
+	v.KarmadaEtcdInitialCluster = karmadaInitialCluster(v.KarmadaReplicas)
+	if v.KarmadaReplicas > 1 {
+		v.KarmadaControllerReplicas = 2
 	}
 	if def.Cloud == definition.CloudAWS {
 		v.NetworkMode = "aws"

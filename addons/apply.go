@@ -75,6 +75,9 @@ type Result struct {
 // Apply applies the addons in order. It stops at the first addon that fails
 // (its dependants are not applied).
 func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, error) {
+	if err := a.checkFleetMembers(ctx, rendered); err != nil {
+		return nil, err
+	}
 	if err := a.ensureNamespace(ctx); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package addons
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +28,10 @@ const (
 	// KarmadaService and KarmadaPort: the fleet's apiserver in the cluster.
 	KarmadaService = "karmada-apiserver"
 	KarmadaPort    = 5443
+	// KarmadaPeerService is the headless Service of the fleet's etcd
+	// members (pods karmada-apiserver-N), on KarmadaPeerPort.
+	KarmadaPeerService = "karmada-apiserver-peers"
+	KarmadaPeerPort    = 2380
 	// karmadaAggregated is the Service of the aggregated apiserver in the
 	// fleet's apiserver (karmada-system; an ExternalName to the pod's
 	// loopback), the name its certificate is checked against.
@@ -58,10 +64,29 @@ func karmadaPKIOptions(now time.Time) pki.ControlPlaneOptions {
 			"aggregated": {karmadaAggregated, "localhost", "127.0.0.1"},
 			"webhook":    {"karmada-webhook." + Namespace + ".svc", "karmada-webhook." + Namespace + ".svc.cluster.local"},
 		},
-		AdminUser: KarmadaAdmin,
-		TTL:       karmadaCertTTL,
-		Now:       now,
+		EtcdPeerNames: []string{"*." + karmadaPeerDomain(), "*." + karmadaPeerDomain() + ".cluster.local"},
+		AdminUser:     KarmadaAdmin,
+		TTL:           karmadaCertTTL,
+		Now:           now,
 	}
+}
+
+// karmadaPeerDomain is the domain of the etcd members' names.
+func karmadaPeerDomain() string { return KarmadaPeerService + "." + Namespace + ".svc" }
+
+// KarmadaPeerURL is etcd member i's peer URL.
+func KarmadaPeerURL(i int) string {
+	return fmt.Sprintf("https://%s-%d.%s:%d", KarmadaService, i, karmadaPeerDomain(), KarmadaPeerPort)
+}
+
+// karmadaInitialCluster is etcd's --initial-cluster for n members, named
+// after their pods.
+func karmadaInitialCluster(n int) string {
+	members := make([]string, n)
+	for i := range members {
+		members[i] = fmt.Sprintf("%s-%d=%s", KarmadaService, i, KarmadaPeerURL(i))
+	}
+	return strings.Join(members, ",")
 }
 
 // karmadaPKI makes the Secret data of the fleet's control plane.
@@ -73,23 +98,28 @@ func karmadaPKI(now time.Time) (map[string][]byte, error) {
 	return files, karmadaKubeconfigs(files)
 }
 
-// renewKarmadaPKI renews the Secret data's certificates (all but the CA)
-// when one of them expires within karmadaRenewBefore of now; renewed says
-// whether it did.
-func renewKarmadaPKI(data map[string][]byte, now time.Time) (out map[string][]byte, renewed bool, err error) {
+// renewKarmadaPKI renews the Secret data's certificates (all but the CAs)
+// when one of them expires within karmadaRenewBefore of now (renewed), and
+// adds the etcd peer certificate to data made before the fleet's etcd had
+// peers (added; nothing running uses it yet, so nothing restarts for it).
+func renewKarmadaPKI(data map[string][]byte, now time.Time) (out map[string][]byte, renewed, added bool, err error) {
 	o := karmadaPKIOptions(now)
+	data = maps.Clone(data)
+	if added, err = pki.EnsureEtcdPeer(data, o); err != nil {
+		return nil, false, false, err
+	}
 	first, name, err := firstExpiry(data, pki.ControlPlaneLeaves(o))
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if now.Add(karmadaRenewBefore).Before(first) {
-		return data, false, nil
+		return data, false, added, nil
 	}
 	files, err := pki.RenewControlPlane(data, o)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s expires %s: %w", name, first.UTC().Format(time.RFC3339), err)
+		return nil, false, false, fmt.Errorf("%s expires %s: %w", name, first.UTC().Format(time.RFC3339), err)
 	}
-	return files, true, karmadaKubeconfigs(files)
+	return files, true, added, karmadaKubeconfigs(files)
 }
 
 // firstExpiry is the earliest expiry among the named certificates.

@@ -25,18 +25,23 @@ const renewFieldManager = "trellis-pki-renewal"
 // made by the next apply. The update carries the Secret's
 // resourceVersion: a concurrent writer makes it fail, not lose.
 func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
-	data, renewed, err := renewKarmadaPKI(secret.Data, now)
+	data, renewed, added, err := renewKarmadaPKI(secret.Data, now)
 	if err != nil {
 		return fmt.Errorf("fleet control plane certificates in secret %s: %w", KarmadaSecret, err)
 	}
-	if renewed {
+	if renewed || added {
 		secret = secret.DeepCopy()
 		secret.Data = data
-		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, KarmadaRenewedAnnotation, now.UTC().Format(time.RFC3339))
+		if renewed {
+			metav1.SetMetaDataAnnotation(&secret.ObjectMeta, KarmadaRenewedAnnotation, now.UTC().Format(time.RFC3339))
+		}
 		if secret, err = a.Client.CoreV1().Secrets(Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("failed to renew the certificates in secret %s: %w", KarmadaSecret, err)
 		}
-		if a.Out != nil {
+		if added && a.Out != nil {
+			fmt.Fprintf(a.Out, "added the fleet etcd's peer certificate to secret %s\n", KarmadaSecret)
+		}
+		if renewed && a.Out != nil {
 			fmt.Fprintf(a.Out, "renewed the fleet control plane's certificates in secret %s (valid until %s); restarting its workloads\n", KarmadaSecret, now.Add(karmadaCertTTL).UTC().Format(time.RFC3339))
 		}
 	}

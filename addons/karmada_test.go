@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +98,40 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 		}
 	}
 
+	// A Secret seeded before the fleet's etcd had peers: the next apply
+	// adds the etcd CA and peer certificate and restarts nothing (no
+	// running member uses them: a fleet API of one member has no peers,
+	// and its member count cannot change).
+	old := s.DeepCopy()
+	for _, k := range []string{pki.EtcdCACert, pki.EtcdCAKey, pki.EtcdPeerCert, pki.EtcdPeerKey} {
+		if len(again.Data[k]) == 0 {
+			t.Fatalf("%s not seeded", k)
+		}
+		delete(old.Data, k)
+	}
+	old.ResourceVersion = ""
+	if _, err := cp.Client.CoreV1().Secrets(Namespace).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.Force = false
+	if _, err := a.Apply(ctx, rendered); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Annotations[KarmadaRenewedAnnotation]; ok {
+		t.Errorf("adding the peer certificate marked %s renewed: its workloads would restart", KarmadaSecret)
+	}
+	if c, err := pki.ParseCerts(s.Data[pki.EtcdPeerCert]); err != nil || len(c) != 1 || !slices.Contains(c[0].DNSNames, "*."+karmadaPeerDomain()+".cluster.local") {
+		t.Errorf("peer certificate not added to an old %s: %v", KarmadaSecret, err)
+	}
+	for k, v := range old.Data {
+		if !bytes.Equal(s.Data[k], v) {
+			t.Errorf("%s changed while adding the peer certificate", k)
+		}
+	}
+
 	// Inside the last third of the certificates' year, an apply (unforced:
 	// the addons are unchanged) renews them under the same CA and restarts
 	// what mounts the Secret; the next apply leaves them.
@@ -109,12 +145,12 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{pki.CACert, pki.CAKey, pki.SAKey, pki.SAPub} {
+	for _, k := range []string{pki.CACert, pki.CAKey, pki.SAKey, pki.SAPub, pki.EtcdCACert, pki.EtcdCAKey} {
 		if !bytes.Equal(renewed.Data[k], s.Data[k]) {
 			t.Errorf("%s changed by the renewal", k)
 		}
 	}
-	for _, k := range []string{pki.APIServerCert, pki.AdminCert, "webhook.crt", "aggregated.crt", pki.FrontProxyCert, KarmadaKubeconfig, KarmadaLocalKubeconfig} {
+	for _, k := range []string{pki.APIServerCert, pki.AdminCert, "webhook.crt", "aggregated.crt", pki.FrontProxyCert, pki.EtcdPeerCert, KarmadaKubeconfig, KarmadaLocalKubeconfig} {
 		if bytes.Equal(renewed.Data[k], s.Data[k]) {
 			t.Errorf("%s not renewed", k)
 		}
@@ -174,6 +210,37 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
 		t.Errorf("the bundle's apply dropped the restart annotation: %v", err)
+	}
+
+	// The definition asks for another number of etcd members than run:
+	// refused before anything is written.
+	def := load(t, "fleet-us-east-1")
+	for i := range def.Addons {
+		if def.Addons[i].Name == KarmadaAPIServerAddon {
+			def.Addons[i].Values = map[string]any{"replicas": float64(1)}
+		}
+	}
+	one, err := Render(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := cp.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Clock = testclock.NewFakePassiveClock(renewAt.Add(karmadaCertTTL))
+	_, err = a.Apply(ctx, one)
+	if err == nil || !strings.Contains(err.Error(), "the fleet's etcd has 3 members") || !strings.Contains(err.Error(), "values.replicas to 3") {
+		t.Fatalf("3 members -> 1: %v, want a refusal naming both and the value to set", err)
+	}
+	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 3 {
+		t.Errorf("statefulset %s after the refusal: %v", KarmadaService, err)
+	}
+	if rec, err := cp.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{}); err != nil || rec.ResourceVersion != record.ResourceVersion {
+		t.Errorf("the addon record was written by a refused apply: %v", err)
+	}
+	if sec, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil || sec.ResourceVersion != after.ResourceVersion {
+		t.Errorf("secret %s written by a refused apply (a year on, it would have renewed): %v", KarmadaSecret, err)
 	}
 }
 

@@ -21,6 +21,7 @@ const LabelAddon = "addons.trellis.dev/name"
 var inventory = []schema.GroupVersionResource{
 	{Version: "v1", Resource: "serviceaccounts"}, {Version: "v1", Resource: "services"}, {Version: "v1", Resource: "configmaps"},
 	{Group: "apps", Version: "v1", Resource: "deployments"}, {Group: "apps", Version: "v1", Resource: "daemonsets"}, {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
 	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
