@@ -6,14 +6,23 @@ import (
 )
 
 // EnsureEtcdPeer adds the etcd CA and peer certificate of o.EtcdPeerNames
-// to files when they lack them (a PKI made before its etcd had peers),
-// and says whether it did. Files that have them are left as they are.
+// to files when they lack them (a PKI made before its etcd had peers), or
+// the peer certificate alone, from the CA files have, when only it is
+// missing; it says whether it added anything. Complete files are left as
+// they are.
 func EnsureEtcdPeer(files map[string][]byte, o ControlPlaneOptions) (bool, error) {
-	if len(o.EtcdPeerNames) == 0 || len(files[EtcdCACert]) > 0 {
+	if len(o.EtcdPeerNames) == 0 || (len(files[EtcdCACert]) > 0 && len(files[EtcdPeerCert]) > 0 && len(files[EtcdPeerKey]) > 0) {
 		return false, nil
 	}
 	if o.TTL <= 0 {
 		return false, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
+	}
+	if len(files[EtcdCACert]) > 0 {
+		ca, err := keptCA(files, EtcdCACert, EtcdCAKey, o)
+		if err != nil {
+			return false, err
+		}
+		return true, issueEtcdPeer(files, ca, o)
 	}
 	ca, err := newCA(o.Name+" etcd ca", o.Now, 10*o.TTL)
 	if err != nil {

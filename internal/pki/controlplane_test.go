@@ -219,4 +219,14 @@ func TestEtcdPeer(t *testing.T) {
 	if added, err := EnsureEtcdPeer(again, o); err != nil || added || !maps.EqualFunc(again, old, slices.Equal) {
 		t.Errorf("EnsureEtcdPeer on a PKI with peers: added %v, %v (want untouched)", added, err)
 	}
+	// The CA without its peer certificate: issued from that CA.
+	half := maps.Clone(old)
+	delete(half, EtcdPeerCert)
+	delete(half, EtcdPeerKey)
+	if added, err := EnsureEtcdPeer(half, o); err != nil || !added || !slices.Equal(half[EtcdCACert], old[EtcdCACert]) {
+		t.Fatalf("EnsureEtcdPeer with the CA alone: added %v, %v, or the CA replaced", added, err)
+	}
+	if err := verify(half, EtcdPeerCert, EtcdCACert, "m-0.peers.example.svc", x509.ExtKeyUsageServerAuth); err != nil {
+		t.Errorf("peer certificate issued from the kept CA: %v", err)
+	}
 }
