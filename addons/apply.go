@@ -85,6 +85,13 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range rendered {
+		if r.Addon.Name == KarmadaAPIServerAddon && (a.Force || record.Data[r.Addon.Name] != r.Addon.Version+"/"+r.Hash) {
+			if err := a.checkFleetQuorum(ctx, "addon "+r.Addon.Name+" "+r.Addon.Version); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := a.ensureSecrets(ctx, rendered); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,9 @@ package addons
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,42 +13,120 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// karmadaEtcdVolume is the fleet etcd's volume claim template: member N's
+// claim is <karmadaEtcdVolume>-karmada-apiserver-N.
+const karmadaEtcdVolume = "etcd-data"
+
 // checkFleetMembers refuses to apply a fleet API whose number of etcd
-// members differs from the running one's: the StatefulSet would start
-// members that are not in the cluster's membership (or stop ones that
-// are) and the quorum would be lost. Growing or shrinking an etcd
-// cluster is a member add or remove at a time, which Trellis does not do.
-// It runs before anything is written.
+// members differs from the one that runs, or that ran on the volumes
+// still there (a pruned addon leaves its claims): the StatefulSet would
+// start members that are not in the cluster's membership, or next to it
+// (new members on empty volumes form a second cluster beside a member
+// that kept its data), and the quorum would be lost. Growing or shrinking
+// an etcd cluster is a member add or remove at a time, which Trellis does
+// not do. It runs before anything is written.
 func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) error {
 	for _, r := range rendered {
 		if r.Addon.Name != KarmadaAPIServerAddon {
 			continue
 		}
-		for _, o := range r.Objects {
-			if o.GetKind() != "StatefulSet" || o.GetName() != KarmadaService {
-				continue
+		want, err := renderedMembers(r)
+		if err != nil {
+			return err
+		}
+		refuse := func(have int, where string) error {
+			keep := fmt.Sprintf("set the addon's values.replicas to %d to keep it", have)
+			if have < 1 {
+				keep = "bring it back to a member count the addon takes (1, 3 or 5) first"
 			}
-			var sts appsv1.StatefulSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts); err != nil || sts.Spec.Replicas == nil {
-				return fmt.Errorf("addon %s: StatefulSet %s has no replicas: %v", r.Addon.Name, KarmadaService, err)
+			return fmt.Errorf("addon %s: the fleet's etcd has %d members (%s) and the definition asks for %d: changing an etcd's membership is not supported; %s",
+				r.Addon.Name, have, where, want, keep)
+		}
+		live, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			if have := members(live); have != want {
+				return refuse(have, "statefulset "+Namespace+"/"+KarmadaService)
 			}
-			want := int64(*sts.Spec.Replicas)
-			live, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
-			}
-			have := int64(1)
-			if live.Spec.Replicas != nil {
-				have = int64(*live.Spec.Replicas)
-			}
-			if have != want {
-				return fmt.Errorf("addon %s: the fleet's etcd has %d members (statefulset %s/%s) and the definition asks for %d: changing an etcd's membership is not supported; set the addon's values.replicas to %d to keep it",
-					r.Addon.Name, have, Namespace, KarmadaService, want, have)
+			return nil
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+		}
+		ordinals, err := a.etcdClaims(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ordinals) == 0 {
+			return nil
+		}
+		for i, o := range ordinals {
+			if o != i || len(ordinals) != want {
+				return refuse(len(ordinals), fmt.Sprintf("the volume claims of members %v remain in %s: the data of an earlier plane", ordinals, Namespace))
 			}
 		}
+	}
+	return nil
+}
+
+// renderedMembers is the rendered fleet API StatefulSet's replicas.
+func renderedMembers(r Rendered) (int, error) {
+	for _, o := range r.Objects {
+		if o.GetKind() != "StatefulSet" || o.GetName() != KarmadaService {
+			continue
+		}
+		var sts appsv1.StatefulSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts); err != nil {
+			return 0, fmt.Errorf("addon %s: StatefulSet %s: %w", r.Addon.Name, KarmadaService, err)
+		}
+		if sts.Spec.Replicas == nil {
+			return 0, fmt.Errorf("addon %s: StatefulSet %s renders no replicas", r.Addon.Name, KarmadaService)
+		}
+		return int(*sts.Spec.Replicas), nil
+	}
+	return 0, fmt.Errorf("addon %s renders no StatefulSet %s", r.Addon.Name, KarmadaService)
+}
+
+// members is a StatefulSet's replicas (1 when unset, as the API defaults).
+func members(s *appsv1.StatefulSet) int {
+	if s.Spec.Replicas == nil {
+		return 1
+	}
+	return int(*s.Spec.Replicas)
+}
+
+// etcdClaims are the ordinals of the fleet etcd's volume claims, sorted.
+func (a *Applier) etcdClaims(ctx context.Context) ([]int, error) {
+	claims, err := a.Client.CoreV1().PersistentVolumeClaims(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to list volume claims: %w", err)
+	}
+	prefix := karmadaEtcdVolume + "-" + KarmadaService + "-"
+	var out []int
+	for _, c := range claims.Items {
+		if n, err := strconv.Atoi(strings.TrimPrefix(c.Name, prefix)); strings.HasPrefix(c.Name, prefix) && err == nil {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// checkFleetQuorum refuses to roll the fleet API's members (an update of
+// its pod template, or the restart after a certificate renewal) while not
+// all of them are ready: the StatefulSet controller restarts the highest
+// outdated member whatever the state of the others, so with one member
+// already down the next restart would take the quorum. One member has no
+// quorum to keep.
+func (a *Applier) checkFleetQuorum(ctx context.Context, why string) error {
+	s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+	}
+	if n := members(s); n > 1 && (s.Status.ObservedGeneration < s.Generation || int(s.Status.ReadyReplicas) < n) {
+		return fmt.Errorf("%s: the fleet's etcd has %d of %d members ready: restarting one now could lose its quorum; bring the members back first", why, s.Status.ReadyReplicas, n)
 	}
 	return nil
 }

@@ -79,6 +79,11 @@ func (a *Applier) restartMounting(ctx context.Context, secret, at string) error 
 	}
 	for _, s := range sets.Items {
 		if mounts(s.Spec.Template.Spec, secret) && s.Spec.Template.Annotations[KarmadaRenewedAnnotation] != at {
+			if s.Name == KarmadaService {
+				if err := a.checkFleetQuorum(ctx, "restart after renewing the certificates"); err != nil {
+					return err
+				}
+			}
 			if _, err := a.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to restart statefulset %s: %w", s.Name, err)
 			}

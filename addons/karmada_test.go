@@ -3,12 +3,15 @@ package addons
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +37,20 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	a.Clock = testclock.NewFakePassiveClock(now)
+	// ready plays the kubelets and the StatefulSet controller this control
+	// plane does not run: readyMembers of the fleet API's members ready at
+	// its generation (the applier rolls them only when all are).
+	ready := func(readyMembers int32) {
+		t.Helper()
+		s, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas = s.Generation, *s.Spec.Replicas, readyMembers
+		if _, err := cp.Client.AppsV1().StatefulSets(Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rendered, err := Render(load(t, "fleet-us-east-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +84,18 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// With a member not ready, nothing that would roll the members is
+	// applied: here a forced apply.
 	a.Force = true
 	a.Clock = testclock.NewFakePassiveClock(now.Add(48 * time.Hour))
+	ready(2)
+	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "2 of 3 members ready") {
+		t.Fatalf("forced apply with 2 of 3 members ready: %v, want refused", err)
+	}
+	if j, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{}); err != nil || j.UID != job.UID {
+		t.Fatalf("the refused apply replaced the install Job: %v", err)
+	}
+	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +165,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	renewAt := now.Add(karmadaCertTTL - karmadaRenewBefore + time.Hour)
 	a.Force = false
 	a.Clock = testclock.NewFakePassiveClock(renewAt)
+	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +226,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// manager's) and the renewed certificates.
 	a.Force = true
 	a.Clock = testclock.NewFakePassiveClock(renewAt.Add(time.Hour))
+	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +270,38 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	if sec, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil || sec.ResourceVersion != after.ResourceVersion {
 		t.Errorf("secret %s written by a refused apply (a year on, it would have renewed): %v", KarmadaSecret, err)
+	}
+
+	// The addon pruned (the StatefulSet gone) but its volume claims left:
+	// the members they hold are the count to keep. Member 0's alone
+	// refuses 3 (two new members would form a cluster of their own
+	// beside it), in a diff as in an apply; all three take 3.
+	if err := cp.Client.AppsV1().StatefulSets(Namespace).Delete(ctx, KarmadaService, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(i int) {
+		t.Helper()
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", karmadaEtcdVolume, KarmadaService, i), Namespace: Namespace},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(0)
+	if _, err := a.Diff(ctx, rendered); err == nil || !strings.Contains(err.Error(), "volume claims of members [0] remain") {
+		t.Errorf("diff of 3 members over member 0's volume: %v, want refused", err)
+	}
+	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "values.replicas to 1") {
+		t.Errorf("apply of 3 members over member 0's volume: %v, want refused", err)
+	}
+	if _, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err == nil {
+		t.Error("the refused apply made the StatefulSet")
+	}
+	claim(1)
+	claim(2)
+	if _, err := a.Diff(ctx, rendered); err != nil {
+		t.Errorf("diff of 3 members over their 3 volumes: %v", err)
 	}
 }
 
