@@ -48,11 +48,17 @@ func TestIndexFlowSchemas(t *testing.T) {
 
 // TestRenderGolden renders every cluster's bundle: the same templates for
 // kind and AWS, only the values differ. CRD bodies are config/crd's own
-// golden-checked files, so they are listed by name here.
+// golden-checked files, so they are listed by name here. local-fleet is
+// what `trellis local up --fleet` renders: the fleet's API with one
+// member.
 func TestRenderGolden(t *testing.T) {
-	for _, name := range []string{"local", "prod-us-east-1", "staging-us-west-2", "fleet-us-east-1"} {
+	for _, name := range []string{"local", "local-fleet", "prod-us-east-1", "staging-us-west-2", "fleet-us-east-1"} {
 		t.Run(name, func(t *testing.T) {
-			rendered, err := Render(load(t, name))
+			def := load(t, strings.TrimSuffix(name, "-fleet"))
+			if strings.HasSuffix(name, "-fleet") {
+				def.Addons = append(def.Addons, definition.Addon{Name: KarmadaAPIServerAddon}, definition.Addon{Name: KarmadaAddon})
+			}
+			rendered, err := Render(def)
 			if err != nil {
 				t.Fatal(err)
 			}

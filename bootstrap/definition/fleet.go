@@ -1,8 +1,10 @@
 package definition
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -62,8 +64,27 @@ func validateAddonValues(d *ClusterDefinition, p *field.Path, a Addon) field.Err
 		errs = append(errs, field.Invalid(vp, v, "must be 1, 3 or 5: the members of the fleet's etcd, an odd number so that a quorum survives the loss of (n-1)/2"))
 	case n > 1 && d.Cloud == CloudKind:
 		errs = append(errs, field.Invalid(vp, v, "must be 1 on kind: its etcd data is an emptyDir, and a member whose pod is replaced would come back empty under its old name"))
+	case n > 1:
+		if nodes := schedulableMinNodes(d); nodes < n {
+			errs = append(errs, field.Invalid(vp, v, fmt.Sprintf("needs at least %d nodes without NoSchedule or NoExecute taints at the instance groups' minimum sizes (they sum to %d): each member runs on a node of its own, so that losing a node loses one", n, nodes)))
+		}
 	}
 	return errs
+}
+
+// schedulableMinNodes is the nodes an addon can count on: the minimum
+// sizes of the instance groups whose taints do not keep its pods off.
+func schedulableMinNodes(d *ClusterDefinition) int {
+	n := 0
+	for _, g := range d.InstanceGroups {
+		if g.MinSize == nil || slices.ContainsFunc(g.Taints, func(t string) bool {
+			return strings.HasSuffix(t, ":NoSchedule") || strings.HasSuffix(t, ":NoExecute")
+		}) {
+			continue
+		}
+		n += int(*g.MinSize)
+	}
+	return n
 }
 
 // wholeNumber reads a YAML number (float64 once decoded) or an int as an

@@ -257,8 +257,16 @@ func TestFleetReplicas(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "must be 1 on kind") {
 		t.Errorf("3 members on kind: %v", errs)
 	}
+	// On AWS each member needs a node of its own: the groups' minimum
+	// sizes count, but not a group whose taints keep the fleet off.
 	aws := fleet(CloudAWS, map[string]any{"replicas": float64(3)})
+	aws.InstanceGroups = []InstanceGroup{{Name: "a", MinSize: new(int32(2))}, {Name: "gpu", MinSize: new(int32(4)), Taints: []string{"gpu=true:NoSchedule"}}}
+	errs = validateAddonValues(aws, field.NewPath("addons").Index(1), aws.Addons[1])
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "needs at least 3 nodes") || !strings.Contains(errs[0].Error(), "sum to 2") {
+		t.Errorf("3 members on 2 schedulable nodes: %v", errs)
+	}
+	aws.InstanceGroups = append(aws.InstanceGroups, InstanceGroup{Name: "b", MinSize: new(int32(1)), Taints: []string{"team=x:PreferNoSchedule"}})
 	if errs := validateAddonValues(aws, field.NewPath("addons").Index(1), aws.Addons[1]); len(errs) != 0 {
-		t.Errorf("3 members on AWS: %v", errs)
+		t.Errorf("3 members on 3 schedulable nodes: %v", errs)
 	}
 }
