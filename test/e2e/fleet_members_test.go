@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -148,14 +149,22 @@ func TestFleetAPIMembers(t *testing.T) {
 		return restarts > 0 && podReady(p), fmt.Sprintf("etcd restarts %d, ready %v", restarts, podReady(p))
 	})
 	t.Logf("member 1 Ready %s after the kill", time.Since(killed).Round(time.Second))
-	again := member(1)
-	eventually(t, "member 1 has the writes made while it was down", time.Minute, func() (bool, string) {
-		for k := range 10 {
-			if !has(again, fmt.Sprintf("while-1-down-%d", k)) {
-				return false, fmt.Sprintf("while-1-down-%d missing", k)
-			}
+	// Read from member 1's own etcd (serializable: its copy, not the
+	// leader's), through a port-forward to the pod's loopback.
+	etcdPort := portForward(t, addons.Namespace, addons.KarmadaService+"-1", 2379)
+	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", etcdPort)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ec.Close() }()
+	eventually(t, "member 1's own copy has the writes made while it was down", time.Minute, func() (bool, string) {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := ec.Get(c, "/registry/configmaps/default/while-1-down-", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+		if err != nil {
+			return false, err.Error()
 		}
-		return true, ""
+		return resp.Count == 10, fmt.Sprintf("%d of 10", resp.Count)
 	})
 }
 
