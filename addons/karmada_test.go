@@ -165,6 +165,15 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	renewAt := now.Add(karmadaCertTTL - karmadaRenewBefore + time.Hour)
 	a.Force = false
 	a.Clock = testclock.NewFakePassiveClock(renewAt)
+	// With a member not ready the certificates are renewed but the fleet
+	// API is not restarted (the next apply does it).
+	ready(2)
+	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "restart after renewing the certificates: the fleet's etcd has 2 of 3 members ready") {
+		t.Fatalf("renewal with 2 of 3 members ready: %v, want the restart refused", err)
+	}
+	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != "" {
+		t.Fatalf("statefulset %s restarted with a member down: %v", KarmadaService, err)
+	}
 	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
