@@ -85,8 +85,9 @@ type Values struct {
 	KarmadaReplicas           int
 	KarmadaPeerService        string
 	KarmadaEtcdInitialCluster string
-	// KarmadaControllerReplicas run each fleet controller and the webhook:
-	// 2 beside a replicated API (one leads, one waits), else 1.
+	// KarmadaControllerReplicas run each fleet controller (one leads, one
+	// waits) and the webhook (stateless): 2 beside a replicated API, else
+	// 1.
 	KarmadaControllerReplicas int
 }
 
