@@ -86,7 +86,7 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 		return nil, err
 	}
 	for _, r := range rendered {
-		if r.Addon.Name == KarmadaAPIServerAddon && (a.Force || record.Data[r.Addon.Name] != r.Addon.Version+"/"+r.Hash) {
+		if r.Addon.Name == KarmadaAPIServerAddon && a.pending(record, r) {
 			if err := a.checkFleetQuorum(ctx, "addon "+r.Addon.Name+" "+r.Addon.Version); err != nil {
 				return nil, err
 			}
@@ -97,8 +97,7 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 	}
 	var results []Result
 	for _, r := range rendered {
-		key := r.Addon.Version + "/" + r.Hash
-		if record.Data[r.Addon.Name] == key && !a.Force {
+		if !a.pending(record, r) {
 			results = append(results, Result{Addon: r.Addon.Name, Version: r.Addon.Version, Action: "unchanged", Objects: len(r.Objects)})
 			continue
 		}
@@ -108,7 +107,7 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 		if record.Data == nil {
 			record.Data = map[string]string{}
 		}
-		record.Data[r.Addon.Name] = key
+		record.Data[r.Addon.Name] = recordKey(r)
 		if record, err = a.Client.CoreV1().ConfigMaps(Namespace).Update(ctx, record, metav1.UpdateOptions{}); err != nil {
 			return results, fmt.Errorf("failed to record addon %s: %w", r.Addon.Name, err)
 		}
@@ -125,6 +124,16 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 		}
 	}
 	return results, err
+}
+
+// recordKey is what the addon record holds for an applied addon: its
+// version and the hash of its rendering.
+func recordKey(r Rendered) string { return r.Addon.Version + "/" + r.Hash }
+
+// pending says whether Apply applies r: it changed since the record, or
+// the apply is forced.
+func (a *Applier) pending(record *corev1.ConfigMap, r Rendered) bool {
+	return a.Force || record.Data[r.Addon.Name] != recordKey(r)
 }
 
 func (a *Applier) ensureNamespace(ctx context.Context) error {

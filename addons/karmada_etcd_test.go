@@ -20,7 +20,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/pki"
@@ -46,7 +45,14 @@ func TestIntegrationFleetEtcdMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts := renderedStatefulSet(t, rendered, KarmadaService)
+	i := slices.IndexFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon })
+	if i < 0 {
+		t.Fatalf("no addon %s rendered", KarmadaAPIServerAddon)
+	}
+	sts, err := fleetStatefulSet(rendered[i])
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := int(*sts.Spec.Replicas)
 	if n != 3 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || sts.Spec.ServiceName != KarmadaPeerService {
 		t.Fatalf("rendered %d replicas, policy %q, service %q: want 3, Parallel, %s", n, sts.Spec.PodManagementPolicy, sts.Spec.ServiceName, KarmadaPeerService)
@@ -144,8 +150,7 @@ func TestIntegrationFleetEtcdMembers(t *testing.T) {
 				_ = p.Wait()
 			}
 			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("etcd-%d.log", i)))
-				t.Logf("--- etcd member %d log (tail) ---\n%s", i, tail(string(b), 3000))
+				t.Logf("--- etcd member %d log (tail) ---\n%s", i, controlplane.TailFile(filepath.Join(dir, fmt.Sprintf("etcd-%d.log", i)), 15))
 			}
 		}
 	})
@@ -286,29 +291,4 @@ func TestIntegrationFleetEtcdMembers(t *testing.T) {
 	if m, err := all.MemberList(ctx); err != nil || len(m.Members) != n {
 		t.Fatalf("after the restart: %v members, %v", m, err)
 	}
-}
-
-// renderedStatefulSet is the named StatefulSet of the rendered bundle.
-func renderedStatefulSet(t *testing.T, rendered []Rendered, name string) *appsv1.StatefulSet {
-	t.Helper()
-	for _, r := range rendered {
-		for _, o := range r.Objects {
-			if o.GetKind() == "StatefulSet" && o.GetName() == name {
-				var s appsv1.StatefulSet
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &s); err != nil {
-					t.Fatal(err)
-				}
-				return &s
-			}
-		}
-	}
-	t.Fatalf("no StatefulSet %s rendered", name)
-	return nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

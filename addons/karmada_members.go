@@ -70,20 +70,30 @@ func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) er
 
 // renderedMembers is the rendered fleet API StatefulSet's replicas.
 func renderedMembers(r Rendered) (int, error) {
+	sts, err := fleetStatefulSet(r)
+	if err != nil {
+		return 0, err
+	}
+	if sts.Spec.Replicas == nil {
+		return 0, fmt.Errorf("addon %s: StatefulSet %s renders no replicas", r.Addon.Name, KarmadaService)
+	}
+	return int(*sts.Spec.Replicas), nil
+}
+
+// fleetStatefulSet is the fleet API's StatefulSet as the addon r renders
+// it.
+func fleetStatefulSet(r Rendered) (*appsv1.StatefulSet, error) {
 	for _, o := range r.Objects {
 		if o.GetKind() != "StatefulSet" || o.GetName() != KarmadaService {
 			continue
 		}
 		var sts appsv1.StatefulSet
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sts); err != nil {
-			return 0, fmt.Errorf("addon %s: StatefulSet %s: %w", r.Addon.Name, KarmadaService, err)
+			return nil, fmt.Errorf("addon %s: StatefulSet %s: %w", r.Addon.Name, KarmadaService, err)
 		}
-		if sts.Spec.Replicas == nil {
-			return 0, fmt.Errorf("addon %s: StatefulSet %s renders no replicas", r.Addon.Name, KarmadaService)
-		}
-		return int(*sts.Spec.Replicas), nil
+		return &sts, nil
 	}
-	return 0, fmt.Errorf("addon %s renders no StatefulSet %s", r.Addon.Name, KarmadaService)
+	return nil, fmt.Errorf("addon %s renders no StatefulSet %s", r.Addon.Name, KarmadaService)
 }
 
 // members is a StatefulSet's replicas (1 when unset, as the API defaults).

@@ -270,7 +270,7 @@ func (cp *ControlPlane) waitReady(timeout time.Duration) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-cp.apiserver.done:
-			return fmt.Errorf("kube-apiserver exited during start:\n%s", tail(cp.apiserver.log, 30))
+			return fmt.Errorf("kube-apiserver exited during start:\n%s", TailFile(cp.apiserver.log, 30))
 		default:
 		}
 		req, _ := http.NewRequest(http.MethodGet, cp.APIURL+"/readyz", nil)
@@ -287,7 +287,7 @@ func (cp *ControlPlane) waitReady(timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("kube-apiserver not ready after %s (%s):\n%s", timeout, last, tail(cp.apiserver.log, 30))
+	return fmt.Errorf("kube-apiserver not ready after %s (%s):\n%s", timeout, last, TailFile(cp.apiserver.log, 30))
 }
 
 func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
@@ -357,7 +357,7 @@ func (cp *ControlPlane) tryServing(name, bin string, args func(port int) []strin
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
 		case <-p.done:
-			log := tail(p.log, 20)
+			log := TailFile(p.log, 20)
 			return nil, strings.Contains(log, "address already in use"), fmt.Errorf("%s exited:\n%s", name, log)
 		default:
 		}
@@ -391,7 +391,7 @@ func (cp *ControlPlane) Logs(lines int) string {
 	var b strings.Builder
 	for _, p := range cp.stopOrder() {
 		if p != nil {
-			fmt.Fprintf(&b, "--- %s log (tail) ---\n%s\n", p.name, tail(p.log, lines))
+			fmt.Fprintf(&b, "--- %s log (tail) ---\n%s\n", p.name, TailFile(p.log, lines))
 		}
 	}
 	return b.String()
@@ -464,7 +464,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func tail(path string, n int) string {
+// TailFile is the file's last n lines (or why it could not be read): a
+// component's log for a failing test.
+func TailFile(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

@@ -48,7 +48,7 @@ func (cp *ControlPlane) KillProcess(name string) error {
 func (cp *ControlPlane) Exited(name string) (bool, string) {
 	for _, p := range cp.extra {
 		if p.name == name && p.exited() {
-			return true, tail(p.log, 30)
+			return true, TailFile(p.log, 30)
 		}
 	}
 	return false, ""

@@ -119,16 +119,13 @@ func RenewControlPlane(old map[string][]byte, o ControlPlaneOptions) (map[string
 	if len(o.EtcdPeerNames) == 0 {
 		return out, nil
 	}
-	if len(old[EtcdCACert]) == 0 {
-		_, err := EnsureEtcdPeer(out, o)
-		return out, err
+	if len(old[EtcdCACert]) > 0 {
+		out[EtcdCACert], out[EtcdCAKey] = old[EtcdCACert], old[EtcdCAKey]
 	}
-	etcd, err := keptCA(old, EtcdCACert, EtcdCAKey, o)
-	if err != nil {
+	if err := issueEtcdPeer(out, o); err != nil {
 		return nil, err
 	}
-	out[EtcdCACert], out[EtcdCAKey] = old[EtcdCACert], old[EtcdCAKey]
-	return out, issueEtcdPeer(out, etcd, o)
+	return out, nil
 }
 
 // keptCA is the CA a renewal keeps: its key must be its certificate's, and

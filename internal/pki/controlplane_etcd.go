@@ -17,26 +17,24 @@ func EnsureEtcdPeer(files map[string][]byte, o ControlPlaneOptions) (bool, error
 	if o.TTL <= 0 {
 		return false, fmt.Errorf("control plane PKI %s: no certificate lifetime", o.Name)
 	}
-	if len(files[EtcdCACert]) > 0 {
-		ca, err := keptCA(files, EtcdCACert, EtcdCAKey, o)
-		if err != nil {
-			return false, err
-		}
-		return true, issueEtcdPeer(files, ca, o)
-	}
-	ca, err := newCA(o.Name+" etcd ca", o.Now, 10*o.TTL)
-	if err != nil {
-		return false, err
-	}
-	if err := putPair(files, "etcd-ca", ca); err != nil {
-		return false, err
-	}
-	return true, issueEtcdPeer(files, ca, o)
+	return true, issueEtcdPeer(files, o)
 }
 
-// issueEtcdPeer issues the etcd members' peer certificate from etcd's CA.
-func issueEtcdPeer(out map[string][]byte, ca *KeyPair, o ControlPlaneOptions) error {
+// issueEtcdPeer issues the etcd members' peer certificate into files from
+// the etcd CA they hold (kept: it must outlive the certificate), or from a
+// new one it adds when they hold none.
+func issueEtcdPeer(files map[string][]byte, o ControlPlaneOptions) error {
+	var ca *KeyPair
+	var err error
+	if len(files[EtcdCACert]) > 0 {
+		ca, err = keptCA(files, EtcdCACert, EtcdCAKey, o)
+	} else if ca, err = newCA(o.Name+" etcd ca", o.Now, 10*o.TTL); err == nil {
+		err = putPair(files, "etcd-ca", ca)
+	}
+	if err != nil {
+		return err
+	}
 	t := serving("etcd-peer", o.EtcdPeerNames)
 	t.ExtKeyUsage = append(t.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-	return issueLeaf(out, ca, "etcd-peer", t, o)
+	return issueLeaf(files, ca, "etcd-peer", t, o)
 }
