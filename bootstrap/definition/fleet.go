@@ -53,20 +53,22 @@ func validateAddonValues(d *ClusterDefinition, p *field.Path, a Addon) field.Err
 	if a.Name != FleetAPIAddon {
 		return errs
 	}
-	v, set := a.Values[FleetReplicasValue]
-	if !set {
-		return errs
+	// Unset, the default for the cloud counts (and is checked against
+	// the nodes the same way), named by the addon.
+	n, vp, v := d.FleetReplicas(), p.Child("name"), any(a.Name)
+	if raw, set := a.Values[FleetReplicasValue]; set {
+		vp, v = p.Child("values").Key(FleetReplicasValue), raw
+		var ok bool
+		if n, ok = wholeNumber(raw); !ok || (n != 1 && n != 3 && n != 5) {
+			return append(errs, field.Invalid(vp, v, "must be 1, 3 or 5: the members of the fleet's etcd, an odd number so that a quorum survives the loss of (n-1)/2"))
+		}
 	}
-	vp := p.Child("values").Key(FleetReplicasValue)
-	n, ok := wholeNumber(v)
 	switch {
-	case !ok || (n != 1 && n != 3 && n != 5):
-		errs = append(errs, field.Invalid(vp, v, "must be 1, 3 or 5: the members of the fleet's etcd, an odd number so that a quorum survives the loss of (n-1)/2"))
 	case n > 1 && d.Cloud == CloudKind:
 		errs = append(errs, field.Invalid(vp, v, "must be 1 on kind: its etcd data is an emptyDir, and a member whose pod is replaced would come back empty under its old name"))
 	case n > 1:
 		if nodes := schedulableMinNodes(d); nodes < n {
-			errs = append(errs, field.Invalid(vp, v, fmt.Sprintf("needs at least %d nodes without NoSchedule or NoExecute taints at the instance groups' minimum sizes (they sum to %d): each member runs on a node of its own, so that losing a node loses one", n, nodes)))
+			errs = append(errs, field.Invalid(vp, v, fmt.Sprintf("%d fleet etcd members: needs at least %d nodes without NoSchedule or NoExecute taints at the instance groups' minimum sizes (they sum to %d): each member runs on a node of its own, so that losing a node loses one; grow the groups or set values.replicas", n, n, nodes)))
 		}
 	}
 	return errs

@@ -269,4 +269,11 @@ func TestFleetReplicas(t *testing.T) {
 	if errs := validateAddonValues(aws, field.NewPath("addons").Index(1), aws.Addons[1]); len(errs) != 0 {
 		t.Errorf("3 members on 3 schedulable nodes: %v", errs)
 	}
+	// The default (3 on AWS) is held to the nodes as a set value is.
+	dflt := fleet(CloudAWS, nil)
+	dflt.InstanceGroups = []InstanceGroup{{Name: "a", MinSize: new(int32(2))}}
+	errs = validateAddonValues(dflt, field.NewPath("addons").Index(1), dflt.Addons[1])
+	if len(errs) != 1 || errs[0].Field != "addons[1].name" || !strings.Contains(errs[0].Error(), "3 fleet etcd members: needs at least 3 nodes") {
+		t.Errorf("the default 3 members on 2 nodes: %v", errs)
+	}
 }
