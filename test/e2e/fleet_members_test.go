@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,7 +18,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -26,22 +31,31 @@ import (
 
 // TestFleetAPIMembers runs the fleet's API with three members on the kind
 // cluster, as AWS runs it: the karmada-apiserver addon rendered for 3
-// replicas and applied by the real applier (the definition's validation,
-// which keeps kind at one member because its etcd data is an emptyDir, is
-// what the test steps around: it replaces no pod). The members must find
+// replicas and applied by the real applier. What the test steps around:
+// the definition's validation, which keeps kind at one member because its
+// etcd data is an emptyDir, and that emptyDir, replaced in the rendered
+// StatefulSet by the volume claim AWS's render has. The members must find
 // each other through the peer Service's names in the cluster's DNS and
 // pass each other's peer-certificate checks (etcd checks the name of the
 // address a peer connects from: the cluster DNS's reverse answer for the
 // pod), the install Job must write the fleet's API through the Service,
 // and with one member's etcd SIGKILLed (its container restarts on the same
-// volume) the others keep serving writes, which it has once back.
+// volume) the others keep serving writes, which it has once back. Each
+// member's data is a volume claim, as on AWS (kind has no provisioner:
+// the test makes static volumes on the untainted node for the claims), so
+// that a member whose pod is replaced (deleted, as a drain or a rolling
+// update does; a new pod, a new address) comes back on its data, and its
+// peers take it at its new address.
 func TestFleetAPIMembers(t *testing.T) {
 	ctx := context.Background()
 	// The fleet's images on the nodes, then the one-member fleet pruned
 	// (its StatefulSet's Service name cannot change to the peers').
 	run(t, nil, "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--fleet", "--fleet-kubeconfig", filepath.Join(t.TempDir(), "fleet.kubeconfig"))
 	removeFleet(t)
+	deleteEtcdVolumes(t)
+	t.Cleanup(func() { deleteEtcdVolumes(t) })
 	t.Cleanup(func() { removeFleet(t) })
+	makeEtcdVolumes(t, 3)
 
 	def, err := bootdef.Load(filepath.Join(root, definition))
 	if err != nil {
@@ -52,6 +66,7 @@ func TestFleetAPIMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	claimEtcdData(t, rendered)
 	a, err := addons.NewApplier(cfg, os.Stdout)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +181,179 @@ func TestFleetAPIMembers(t *testing.T) {
 		}
 		return resp.Count == 10, fmt.Sprintf("%d of 10", resp.Count)
 	})
+
+	// Member 2's pod replaced: a new pod on the same claim, at a new
+	// address, which its peers must take (their certificate check looks
+	// the address up). A member that came back without its data would
+	// never be ready (its cluster ID would not be the others').
+	old, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, addons.KarmadaService+"-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods(addons.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replaced := time.Now()
+	var fresh *corev1.Pod
+	eventually(t, "member 2's new pod Ready", 3*time.Minute, func() (bool, string) {
+		p, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		fresh = p
+		return p.UID != old.UID && podReady(p), fmt.Sprintf("uid %s, ready %v", p.UID, podReady(p))
+	})
+	t.Logf("member 2's pod replaced (address %s -> %s): Ready %s after the delete", old.Status.PodIP, fresh.Status.PodIP, time.Since(replaced).Round(time.Second))
+	if err := put(fleets[0], "after-2-replaced"); err != nil {
+		t.Fatal(err)
+	}
+	port2 := portForward(t, addons.Namespace, old.Name, 2379)
+	e2, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port2)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e2.Close() }()
+	eventually(t, "member 2's own copy after its replacement", time.Minute, func() (bool, string) {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := e2.Get(c, "/registry/configmaps/default/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		for _, kv := range resp.Kvs {
+			got = append(got, strings.TrimPrefix(string(kv.Key), "/registry/configmaps/default/"))
+		}
+		return slices.Contains(got, "written-at-0") && slices.Contains(got, "while-1-down-9") && slices.Contains(got, "after-2-replaced"), fmt.Sprintf("%v", got)
+	})
+}
+
+// etcdVolumeDir is where the static volumes of the fleet's etcd live on
+// the untainted node (deleteEtcdVolumes removes it: hostPath volumes have
+// no deleter).
+const etcdVolumeDir = "/var/lib/trellis-e2e-fleet-etcd"
+
+// makeEtcdVolumes makes n static volumes for the fleet etcd's claims (the
+// cluster's default class binds static volumes; kind has no provisioner),
+// on the node the members can run on: the one without a NoSchedule taint
+// (kind's worker is a tainted instance group's node).
+func makeEtcdVolumes(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	node := untaintedNode(t)
+	sc, class := storageClasses(t), ""
+	for _, c := range sc {
+		if c.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			class = c.Name
+		}
+	}
+	stamp := time.Now().UnixNano()
+	for i := range n {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e2e-fleet-etcd-%d", i), Labels: map[string]string{"e2e.trellis.dev/fleet-etcd": "true"}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              class,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: fmt.Sprintf("%s/%d/%d", etcdVolumeDir, stamp, i), Type: new(corev1.HostPathDirectoryOrCreate)}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
+			},
+		}
+		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// untaintedNode is the name of the one node that takes pods without
+// tolerations.
+func untaintedNode(t *testing.T) string {
+	t.Helper()
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		if !slices.ContainsFunc(n.Spec.Taints, func(taint corev1.Taint) bool { return taint.Effect != corev1.TaintEffectPreferNoSchedule }) {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("nodes without taints: %v, want one (the fleet's members and their volumes go there)", names)
+	}
+	return names[0]
+}
+
+func storageClasses(t *testing.T) []storagev1.StorageClass {
+	t.Helper()
+	l, err := cs.StorageV1().StorageClasses().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// deleteEtcdVolumes deletes the fleet etcd's claims (a pruned addon
+// leaves them) and the test's volumes, and waits until they are gone.
+func deleteEtcdVolumes(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 5 {
+		_ = cs.CoreV1().PersistentVolumeClaims(addons.Namespace).Delete(ctx, fmt.Sprintf("etcd-data-%s-%d", addons.KarmadaService, i), metav1.DeleteOptions{})
+	}
+	_ = cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
+	eventually(t, "the fleet etcd's claims and volumes gone", 2*time.Minute, func() (bool, string) {
+		claims, err := cs.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
+		if err != nil {
+			return false, err.Error()
+		}
+		n := len(pvs.Items)
+		for _, c := range claims.Items {
+			if strings.HasPrefix(c.Name, "etcd-data-"+addons.KarmadaService+"-") {
+				n++
+			}
+		}
+		return n == 0, fmt.Sprintf("%d left", n)
+	})
+	if out, err := exec.Command("docker", "exec", untaintedNode(t), "rm", "-rf", etcdVolumeDir).CombinedOutput(); err != nil {
+		t.Fatalf("removing the fleet etcd's volumes on the node: %v: %s", err, out)
+	}
+}
+
+// claimEtcdData gives the rendered fleet API's etcd a volume claim per
+// member, as the AWS render has, in place of kind's emptyDir.
+func claimEtcdData(t *testing.T, rendered []addons.Rendered) {
+	t.Helper()
+	for _, r := range rendered {
+		for _, o := range r.Objects {
+			if o.GetKind() != "StatefulSet" || o.GetName() != addons.KarmadaService {
+				continue
+			}
+			vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+			kept := slices.DeleteFunc(vols, func(v any) bool { return v.(map[string]any)["name"] == "etcd-data" })
+			if len(kept) != len(vols)-1 {
+				t.Fatalf("the rendered fleet API has no etcd-data volume to replace: %v", vols)
+			}
+			if err := unstructured.SetNestedSlice(o.Object, kept, "spec", "template", "spec", "volumes"); err != nil {
+				t.Fatal(err)
+			}
+			claim := map[string]any{"metadata": map[string]any{"name": "etcd-data"}, "spec": map[string]any{
+				"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}}}
+			if err := unstructured.SetNestedSlice(o.Object, []any{claim}, "spec", "volumeClaimTemplates"); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no fleet API StatefulSet rendered")
 }
 
 // etcdPID is the host PID of the fleet etcd member of pod (the kind
