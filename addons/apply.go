@@ -85,13 +85,6 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range rendered {
-		if r.Addon.Name == KarmadaAPIServerAddon && a.pending(record, r) {
-			if err := a.checkFleetQuorum(ctx, "addon "+r.Addon.Name+" "+r.Addon.Version); err != nil {
-				return nil, err
-			}
-		}
-	}
 	if err := a.ensureSecrets(ctx, rendered); err != nil {
 		return nil, err
 	}
@@ -116,6 +109,17 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 			fmt.Fprintf(a.Out, "applied %s %s (%d objects)\n", r.Addon.Name, r.Addon.Version, len(r.Objects))
 		}
 	}
+	// The fleet API's members are replaced by the applier (OnDelete), after
+	// every addon: the template may have changed with its addon or with a
+	// renewal of the certificates, and a roll an earlier apply left
+	// unfinished goes on.
+	rolled, err := a.rollFleetMembers(ctx)
+	if len(rolled) > 0 {
+		results = append(results, Result{Addon: KarmadaAPIServerAddon, Action: "members replaced", Objects: len(rolled)})
+	}
+	if err != nil {
+		return results, fmt.Errorf("addon %s: %w", KarmadaAPIServerAddon, err)
+	}
 	pruned, err := a.Prune(ctx, rendered)
 	for _, p := range pruned {
 		results = append(results, Result{Addon: p, Action: "pruned"})
@@ -134,6 +138,14 @@ func recordKey(r Rendered) string { return r.Addon.Version + "/" + r.Hash }
 // the apply is forced.
 func (a *Applier) pending(record *corev1.ConfigMap, r Rendered) bool {
 	return a.Force || record.Data[r.Addon.Name] != recordKey(r)
+}
+
+// clock is the applier's clock (default: real).
+func (a *Applier) clock() clock.PassiveClock {
+	if a.Clock == nil {
+		return clock.RealClock{}
+	}
+	return a.Clock
 }
 
 func (a *Applier) ensureNamespace(ctx context.Context) error {
@@ -175,10 +187,7 @@ func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error 
 		}
 	}
 	if slices.ContainsFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon }) {
-		c := a.Clock
-		if c == nil {
-			c = clock.RealClock{}
-		}
+		c := a.clock()
 		if secret, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			data, err := karmadaPKI(c.Now())
 			if err != nil {

@@ -121,12 +121,14 @@ func (a *Applier) etcdClaims(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
-// checkFleetQuorum refuses to roll the fleet API's members (an update of
-// its pod template, or the restart after a certificate renewal) while not
-// all of them are ready: the StatefulSet controller restarts the highest
-// outdated member whatever the state of the others, so with one member
-// already down the next restart would take the quorum. One member has no
-// quorum to keep.
+// checkFleetQuorum refuses to change the pod template of a fleet API
+// StatefulSet the controller rolls itself (RollingUpdate: one made before
+// the applier replaced the members) while not all of its members are
+// ready: the StatefulSet controller restarts the highest outdated member
+// whatever the state of the others, so with one member already down the
+// next restart would take the quorum. An OnDelete StatefulSet restarts
+// nothing on its own (rollFleetMembers replaces its members), and one
+// member has no quorum to keep.
 func (a *Applier) checkFleetQuorum(ctx context.Context, why string) error {
 	s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -134,6 +136,9 @@ func (a *Applier) checkFleetQuorum(ctx context.Context, why string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+	}
+	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return nil
 	}
 	if n := members(s); n > 1 && (s.Status.ObservedGeneration < s.Generation || int(s.Status.ReadyReplicas) < n) {
 		return fmt.Errorf("%s: the fleet's etcd has %d of %d members ready: restarting one now could lose its quorum; bring the members back first", why, s.Status.ReadyReplicas, n)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,20 +85,18 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// With a member not ready, nothing that would roll the members is
-	// applied: here a forced apply.
+	// The members are replaced by the applier, not by the StatefulSet
+	// controller (TestIntegrationFleetMemberRoll): an apply with a member
+	// not ready goes through, here a forced one, since applying the
+	// template restarts nothing.
+	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+		t.Fatalf("statefulset %s: %v, want the OnDelete strategy", KarmadaService, err)
+	}
 	a.Force = true
 	a.Clock = testclock.NewFakePassiveClock(now.Add(48 * time.Hour))
 	ready(2)
-	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "2 of 3 members ready") {
-		t.Fatalf("forced apply with 2 of 3 members ready: %v, want refused", err)
-	}
-	if j, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{}); err != nil || j.UID != job.UID {
-		t.Fatalf("the refused apply replaced the install Job: %v", err)
-	}
-	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
-		t.Fatal(err)
+		t.Fatalf("forced apply with 2 of 3 members ready: %v", err)
 	}
 	again, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
@@ -165,8 +164,14 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	renewAt := now.Add(karmadaCertTTL - karmadaRenewBefore + time.Hour)
 	a.Force = false
 	a.Clock = testclock.NewFakePassiveClock(renewAt)
-	// With a member not ready the certificates are renewed but the fleet
-	// API is not restarted (the next apply does it).
+	// A fleet API StatefulSet made before the applier replaced the members
+	// (RollingUpdate: its controller restarts them itself): with a member
+	// not ready the certificates are renewed but the fleet API is not
+	// restarted (the next apply does it, and makes it OnDelete).
+	legacy := []byte(`{"spec":{"updateStrategy":{"type":"RollingUpdate"}}}`)
+	if _, err := cp.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, KarmadaService, types.StrategicMergePatchType, legacy, metav1.PatchOptions{FieldManager: "before"}); err != nil {
+		t.Fatal(err)
+	}
 	ready(2)
 	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "restart after renewing the certificates: the fleet's etcd has 2 of 3 members ready") {
 		t.Fatalf("renewal with 2 of 3 members ready: %v, want the restart refused", err)
@@ -238,6 +243,9 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
+	}
+	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+		t.Errorf("statefulset %s made before: %v, want OnDelete once the addon is applied", KarmadaService, err)
 	}
 	after, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {

@@ -1,0 +1,245 @@
+package addons
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// rollFleetMembers replaces the fleet API's members whose pods run an
+// older template than their StatefulSet's (a changed addon, or the
+// restart after a certificate renewal), one at a time: a member that is
+// not ready first (it holds no part of the quorum, and it is the one a fix
+// is for), then the others from the highest ordinal, each only while the
+// members left ready keep a quorum, and the next only once the one before
+// is back and ready on the new template. The StatefulSet is OnDelete
+// (rendered so for more than one member): the controller recreates a
+// deleted pod on the new template and replaces nothing itself. An
+// interrupted roll is taken up by the next apply (the outdated members are
+// read from the pods). Without a wait (a.Wait 0) nothing is replaced and
+// the outdated members are reported.
+func (a *Applier) rollFleetMembers(ctx context.Context) ([]string, error) {
+	s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+	}
+	if s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType || members(s) < 2 {
+		return nil, nil
+	}
+	if a.Wait <= 0 {
+		if s.Status.ObservedGeneration < s.Generation || s.Status.CurrentRevision != s.Status.UpdateRevision {
+			a.say("the fleet API's members may run an older template: they are replaced one at a time only by an apply that waits (--wait)")
+		}
+		return nil, nil
+	}
+	var rolled []string
+	for {
+		s, err := a.observedFleet(ctx)
+		if err != nil {
+			return rolled, err
+		}
+		m, err := a.fleetMembers(ctx, s)
+		if err != nil {
+			return rolled, err
+		}
+		next := m.next()
+		if next == nil {
+			return rolled, nil
+		}
+		if err := a.waitQuorumWithout(ctx, next); err != nil {
+			return rolled, err
+		}
+		start := a.clock().Now()
+		was := "ready"
+		if !podReady(next) {
+			was = "not ready"
+		}
+		if err := a.Client.CoreV1().Pods(Namespace).Delete(ctx, next.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &next.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return rolled, fmt.Errorf("failed to replace fleet API member %s: %w", next.Name, err)
+		}
+		if err := a.waitReplaced(ctx, next, m.revision); err != nil {
+			return rolled, err
+		}
+		rolled = append(rolled, next.Name)
+		a.say(fmt.Sprintf("replaced fleet API member %s (%s) on revision %s: ready in %s", next.Name, was, m.revision, a.clock().Since(start).Round(time.Second)))
+	}
+}
+
+// fleetMembers is the fleet API's pods by ordinal, and the revision the
+// StatefulSet's template is at.
+type fleetMembers struct {
+	n        int
+	revision string
+	pods     map[int]*corev1.Pod
+}
+
+// next is the member to replace next, or nil: the lowest outdated member
+// that is not ready, else the highest outdated one. A pod already being
+// deleted is not outdated (its replacement will be current).
+func (m fleetMembers) next() *corev1.Pod {
+	var outdated []int
+	for i, p := range m.pods {
+		if p.DeletionTimestamp == nil && p.Labels[appsv1.StatefulSetRevisionLabel] != m.revision {
+			outdated = append(outdated, i)
+		}
+	}
+	sort.Ints(outdated)
+	for _, i := range outdated {
+		if !podReady(m.pods[i]) {
+			return m.pods[i]
+		}
+	}
+	if len(outdated) == 0 {
+		return nil
+	}
+	return m.pods[outdated[len(outdated)-1]]
+}
+
+// readyWithout counts the ready members other than p.
+func (m fleetMembers) readyWithout(p *corev1.Pod) (ready int, notReady []string) {
+	for i := range m.n {
+		q, ok := m.pods[i]
+		switch {
+		case ok && q.Name == p.Name:
+		case ok && q.DeletionTimestamp == nil && podReady(q):
+			ready++
+		default:
+			notReady = append(notReady, fmt.Sprintf("%s-%d", KarmadaService, i))
+		}
+	}
+	return ready, notReady
+}
+
+// observedFleet is the fleet API's StatefulSet once its controller has
+// seen its latest generation (the update revision is then the template's).
+func (a *Applier) observedFleet(ctx context.Context) (*appsv1.StatefulSet, error) {
+	var s *appsv1.StatefulSet
+	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+		var err error
+		if s, err = a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil {
+			return false, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+		}
+		return s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision != "", nil
+	})
+	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+		return nil, fmt.Errorf("statefulset %s: its controller did not observe generation %d within %s", KarmadaService, s.Generation, a.Wait)
+	}
+	return s, err
+}
+
+// fleetMembers reads the members' pods.
+func (a *Applier) fleetMembers(ctx context.Context, s *appsv1.StatefulSet) (fleetMembers, error) {
+	sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+	if err != nil {
+		return fleetMembers{}, fmt.Errorf("statefulset %s: %w", KarmadaService, err)
+	}
+	pods, err := a.Client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return fleetMembers{}, fmt.Errorf("failed to list the fleet API's pods: %w", err)
+	}
+	m := fleetMembers{n: members(s), revision: s.Status.UpdateRevision, pods: map[int]*corev1.Pod{}}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if n, err := strconv.Atoi(strings.TrimPrefix(p.Name, KarmadaService+"-")); err == nil && strings.HasPrefix(p.Name, KarmadaService+"-") && n < m.n {
+			m.pods[n] = p
+		}
+	}
+	return m, nil
+}
+
+// waitQuorumWithout waits until the members other than p that are ready
+// are a quorum, so that replacing p keeps one. A member that is not
+// ready is replaced at once (it holds no part of the quorum).
+func (a *Applier) waitQuorumWithout(ctx context.Context, p *corev1.Pod) error {
+	if !podReady(p) {
+		return nil
+	}
+	var why string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+		s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
+		}
+		m, err := a.fleetMembers(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		ready, notReady := m.readyWithout(p)
+		quorum := m.n/2 + 1
+		why = fmt.Sprintf("replacing %s would leave %d of %d members ready, fewer than the quorum of %d (not ready: %s)", p.Name, ready, m.n, quorum, strings.Join(notReady, ", "))
+		return ready >= quorum, nil
+	})
+	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+		return fmt.Errorf("fleet API members not replaced within %s: %s", a.Wait, why)
+	}
+	return err
+}
+
+// waitReplaced waits for old's replacement: a pod of the same name, on
+// revision, ready.
+func (a *Applier) waitReplaced(ctx context.Context, old *corev1.Pod, revision string) error {
+	why := "no pod"
+	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+		p, err := a.Client.CoreV1().Pods(Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			why = "no pod yet"
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("failed to read pod %s: %w", old.Name, err)
+		case p.UID == old.UID:
+			why = "the old pod not gone yet"
+			return false, nil
+		case p.Labels[appsv1.StatefulSetRevisionLabel] != revision:
+			why = "recreated on revision " + p.Labels[appsv1.StatefulSetRevisionLabel]
+			return false, nil
+		}
+		why = podState(p)
+		return podReady(p), nil
+	})
+	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+		return fmt.Errorf("fleet API member %s not ready on revision %s within %s (%s): the other members are left as they are; the next apply goes on", old.Name, revision, a.Wait, why)
+	}
+	return err
+}
+
+// podState says why a pod is not ready, for errors.
+func podState(p *corev1.Pod) string {
+	parts := []string{"phase " + string(p.Status.Phase)}
+	for _, c := range p.Status.ContainerStatuses {
+		switch {
+		case c.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting: %s", c.Name, c.State.Waiting.Reason))
+		case !c.Ready:
+			parts = append(parts, c.Name+" not ready")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (a *Applier) say(line string) {
+	if a.Out != nil {
+		fmt.Fprintln(a.Out, line)
+	}
+}
