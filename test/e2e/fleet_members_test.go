@@ -43,9 +43,9 @@ import (
 // volume) the others keep serving writes, which it has once back. Each
 // member's data is a volume claim, as on AWS (kind has no provisioner:
 // the test makes static volumes on the untainted node for the claims), so
-// that a member whose pod is replaced (deleted, as a drain or a rolling
-// update does; a new pod, a new address) comes back on its data, and its
-// peers take it at its new address.
+// that a member whose pod is replaced (a new pod, a new address) comes
+// back on its data, and its peers take it at its new address: the
+// applier's roll of all three with one down (rollWithMemberDown).
 func TestFleetAPIMembers(t *testing.T) {
 	ctx := context.Background()
 	// The fleet's images on the nodes, then the one-member fleet pruned
@@ -182,50 +182,7 @@ func TestFleetAPIMembers(t *testing.T) {
 		return resp.Count == 10, fmt.Sprintf("%d of 10", resp.Count)
 	})
 
-	// Member 2's pod replaced: a new pod on the same claim, at a new
-	// address, which its peers must take (their certificate check looks
-	// the address up). A member that came back without its data would
-	// never be ready (its cluster ID would not be the others').
-	old, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, addons.KarmadaService+"-2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().Pods(addons.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	replaced := time.Now()
-	var fresh *corev1.Pod
-	eventually(t, "member 2's new pod Ready", 3*time.Minute, func() (bool, string) {
-		p, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		fresh = p
-		return p.UID != old.UID && podReady(p), fmt.Sprintf("uid %s, ready %v", p.UID, podReady(p))
-	})
-	t.Logf("member 2's pod replaced (address %s -> %s): Ready %s after the delete", old.Status.PodIP, fresh.Status.PodIP, time.Since(replaced).Round(time.Second))
-	if err := put(fleets[0], "after-2-replaced"); err != nil {
-		t.Fatal(err)
-	}
-	port2 := portForward(t, addons.Namespace, old.Name, 2379)
-	e2, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port2)}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = e2.Close() }()
-	eventually(t, "member 2's own copy after its replacement", time.Minute, func() (bool, string) {
-		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := e2.Get(c, "/registry/configmaps/default/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
-		if err != nil {
-			return false, err.Error()
-		}
-		var got []string
-		for _, kv := range resp.Kvs {
-			got = append(got, strings.TrimPrefix(string(kv.Key), "/registry/configmaps/default/"))
-		}
-		return slices.Contains(got, "written-at-0") && slices.Contains(got, "while-1-down-9") && slices.Contains(got, "after-2-replaced"), fmt.Sprintf("%v", got)
-	})
+	rollWithMemberDown(t, a, rendered, secret, member)
 }
 
 // etcdVolumeDir is where the static volumes of the fleet's etcd live on
