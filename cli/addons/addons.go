@@ -84,7 +84,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	apply.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
 	apply.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store holding the cluster's identity root CA (AWS clusters)")
-	apply.Flags().DurationVar(&wait, "wait", 0, "how long each addon's workloads may take to become ready (0: do not wait)")
+	apply.Flags().DurationVar(&wait, "wait", 0, "how long each addon's workloads, and each fleet API member the apply replaces, may take to become ready (0: do not wait, and replace no fleet API member)")
 	cmd.AddCommand(render, apply, diff)
 	return cmd
 }
