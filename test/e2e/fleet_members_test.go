@@ -166,12 +166,7 @@ func TestFleetAPIMembers(t *testing.T) {
 	t.Logf("member 1 Ready %s after the kill", time.Since(killed).Round(time.Second))
 	// Read from member 1's own etcd (serializable: its copy, not the
 	// leader's), through a port-forward to the pod's loopback.
-	etcdPort := portForward(t, addons.Namespace, addons.KarmadaService+"-1", 2379)
-	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", etcdPort)}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ec.Close() }()
+	ec := memberEtcd(t, 1)
 	eventually(t, "member 1's own copy has the writes made while it was down", time.Minute, func() (bool, string) {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -337,4 +332,17 @@ func etcdPID(t *testing.T, pod string) int {
 	}
 	t.Fatalf("no etcd process of pod %s on this host", pod)
 	return 0
+}
+
+// memberEtcd is a client of fleet API member i's own etcd, through a
+// port-forward to the pod's loopback (closed when the test ends).
+func memberEtcd(t *testing.T, i int) *clientv3.Client {
+	t.Helper()
+	port := portForward(t, addons.Namespace, fmt.Sprintf("%s-%d", addons.KarmadaService, i), 2379)
+	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ec.Close() })
+	return ec
 }

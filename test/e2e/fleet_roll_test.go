@@ -128,12 +128,7 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 	// own copy (a serializable read of its etcd, through a port-forward
 	// to the pod's loopback) has what was written before the roll and
 	// during it.
-	port := portForward(t, addons.Namespace, name(2), 2379)
-	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ec.Close() }()
+	ec := memberEtcd(t, 2)
 	eventually(t, "member 2's own copy after the roll", time.Minute, func() (bool, string) {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
