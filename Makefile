@@ -66,7 +66,7 @@ test-integration: test-deps tools ## Run integration tests only
 .PHONY: e2e
 e2e: tools build ## Run the end-to-end tests on the local kind cluster (brings it up first; needs root and Docker)
 	./hack/local-host.sh
-	$(GO) test -tags e2e -count=1 -v -timeout 30m ./test/e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e/
 
 BENCH_N ?= 1000
 
