@@ -40,7 +40,8 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	a.Clock = testclock.NewFakePassiveClock(now)
 	// ready plays the kubelets and the StatefulSet controller this control
 	// plane does not run: readyMembers of the fleet API's members ready at
-	// its generation (the applier rolls them only when all are).
+	// its generation (a StatefulSet made before, RollingUpdate, gets the
+	// renewal's restart only when all are).
 	ready := func(readyMembers int32) {
 		t.Helper()
 		s, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
