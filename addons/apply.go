@@ -232,10 +232,7 @@ func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
 // waitReady waits for the addon's Deployments, DaemonSets and StatefulSets.
 func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructured) error {
 	var why string
-	// The checks read with the caller's context, not the poll's: the
-	// poll's deadline would fail the last round's reads, and name the
-	// first object checked as the one not ready.
-	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+	timedOut, err := a.poll(ctx, func() (bool, error) {
 		for _, o := range objs {
 			ns := o.GetNamespace()
 			switch o.GetKind() {
@@ -276,10 +273,23 @@ func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructur
 		}
 		return true, nil
 	})
-	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+	if timedOut {
 		return fmt.Errorf("not ready within %s: %s", a.Wait, why)
 	}
 	return err
+}
+
+// poll checks cond every second, from now, until it holds or fails, for
+// up to a.Wait; timedOut: it never held (or ctx ended first). The checks
+// read with the caller's context, not the poll's: the poll's deadline
+// would fail the last round's reads, and a caller would then report the
+// failed read instead of what was not ready.
+func (a *Applier) poll(ctx context.Context, cond func() (bool, error)) (timedOut bool, err error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) { return cond() })
+	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+		return true, nil
+	}
+	return false, err
 }
 
 // replaceJobs deletes the addon's Jobs that exist, and waits until they

@@ -113,12 +113,23 @@ func (a *Applier) etcdClaims(ctx context.Context) ([]int, error) {
 	prefix := karmadaEtcdVolume + "-" + KarmadaService + "-"
 	var out []int
 	for _, c := range claims.Items {
-		if n, err := strconv.Atoi(strings.TrimPrefix(c.Name, prefix)); strings.HasPrefix(c.Name, prefix) && err == nil {
+		if n, ok := ordinal(c.Name, prefix); ok {
 			out = append(out, n)
 		}
 	}
 	sort.Ints(out)
 	return out, nil
+}
+
+// ordinal is the StatefulSet ordinal of name, the object of a member
+// whose names start with prefix (a pod, a volume claim).
+func ordinal(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
 }
 
 // checkFleetQuorum refuses to change the pod template of a fleet API

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // rollFleetMembers replaces the fleet API's members whose pods run an
@@ -58,12 +57,12 @@ func (a *Applier) rollFleetMembers(ctx context.Context) ([]string, error) {
 		if next == nil {
 			return rolled, nil
 		}
-		if err := a.waitQuorumWithout(ctx, next); err != nil {
+		if err := a.waitQuorumWithout(ctx, s, next); err != nil {
 			return rolled, err
 		}
 		start := a.clock().Now()
 		was := "ready"
-		if !podReady(next) {
+		if !podutils.IsPodReady(next) {
 			was = "not ready"
 		}
 		if err := a.Client.CoreV1().Pods(Namespace).Delete(ctx, next.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &next.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -97,7 +96,7 @@ func (m fleetMembers) next() *corev1.Pod {
 	}
 	sort.Ints(outdated)
 	for _, i := range outdated {
-		if !podReady(m.pods[i]) {
+		if !podutils.IsPodReady(m.pods[i]) {
 			return m.pods[i]
 		}
 	}
@@ -113,7 +112,7 @@ func (m fleetMembers) readyWithout(p *corev1.Pod) (ready int, notReady []string)
 		q, ok := m.pods[i]
 		switch {
 		case ok && q.Name == p.Name:
-		case ok && q.DeletionTimestamp == nil && podReady(q):
+		case ok && q.DeletionTimestamp == nil && podutils.IsPodReady(q):
 			ready++
 		default:
 			notReady = append(notReady, fmt.Sprintf("%s-%d", KarmadaService, i))
@@ -126,15 +125,19 @@ func (m fleetMembers) readyWithout(p *corev1.Pod) (ready int, notReady []string)
 // seen its latest generation (the update revision is then the template's).
 func (a *Applier) observedFleet(ctx context.Context) (*appsv1.StatefulSet, error) {
 	var s *appsv1.StatefulSet
-	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+	timedOut, err := a.poll(ctx, func() (bool, error) {
 		var err error
 		if s, err = a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil {
 			return false, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
 		}
 		return s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision != "", nil
 	})
-	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
-		return nil, fmt.Errorf("statefulset %s: its controller did not observe generation %d within %s", KarmadaService, s.Generation, a.Wait)
+	if timedOut {
+		var gen int64
+		if s != nil {
+			gen = s.Generation
+		}
+		return nil, fmt.Errorf("statefulset %s: its controller did not observe generation %d within %s", KarmadaService, gen, a.Wait)
 	}
 	return s, err
 }
@@ -152,26 +155,22 @@ func (a *Applier) fleetMembers(ctx context.Context, s *appsv1.StatefulSet) (flee
 	m := fleetMembers{n: members(s), revision: s.Status.UpdateRevision, pods: map[int]*corev1.Pod{}}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if n, err := strconv.Atoi(strings.TrimPrefix(p.Name, KarmadaService+"-")); err == nil && strings.HasPrefix(p.Name, KarmadaService+"-") && n < m.n {
+		if n, ok := ordinal(p.Name, KarmadaService+"-"); ok && n < m.n {
 			m.pods[n] = p
 		}
 	}
 	return m, nil
 }
 
-// waitQuorumWithout waits until the members other than p that are ready
-// are a quorum, so that replacing p keeps one. A member that is not
+// waitQuorumWithout waits until the members of s other than p that are
+// ready are a quorum, so that replacing p keeps one. A member that is not
 // ready is replaced at once (it holds no part of the quorum).
-func (a *Applier) waitQuorumWithout(ctx context.Context, p *corev1.Pod) error {
-	if !podReady(p) {
+func (a *Applier) waitQuorumWithout(ctx context.Context, s *appsv1.StatefulSet, p *corev1.Pod) error {
+	if !podutils.IsPodReady(p) {
 		return nil
 	}
 	var why string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
-		s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
-		}
+	timedOut, err := a.poll(ctx, func() (bool, error) {
 		m, err := a.fleetMembers(ctx, s)
 		if err != nil {
 			return false, err
@@ -181,7 +180,7 @@ func (a *Applier) waitQuorumWithout(ctx context.Context, p *corev1.Pod) error {
 		why = fmt.Sprintf("replacing %s would leave %d of %d members ready, fewer than the quorum of %d (not ready: %s)", p.Name, ready, m.n, quorum, strings.Join(notReady, ", "))
 		return ready >= quorum, nil
 	})
-	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+	if timedOut {
 		return fmt.Errorf("fleet API members not replaced within %s: %s", a.Wait, why)
 	}
 	return err
@@ -191,7 +190,7 @@ func (a *Applier) waitQuorumWithout(ctx context.Context, p *corev1.Pod) error {
 // revision, ready.
 func (a *Applier) waitReplaced(ctx context.Context, old *corev1.Pod, revision string) error {
 	why := "no pod"
-	err := wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) {
+	timedOut, err := a.poll(ctx, func() (bool, error) {
 		p, err := a.Client.CoreV1().Pods(Namespace).Get(ctx, old.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -207,9 +206,9 @@ func (a *Applier) waitReplaced(ctx context.Context, old *corev1.Pod, revision st
 			return false, nil
 		}
 		why = podState(p)
-		return podReady(p), nil
+		return podutils.IsPodReady(p), nil
 	})
-	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
+	if timedOut {
 		return fmt.Errorf("fleet API member %s not ready on revision %s within %s (%s): the other members are left as they are; the next apply goes on", old.Name, revision, a.Wait, why)
 	}
 	return err
@@ -227,15 +226,6 @@ func podState(p *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func (a *Applier) say(line string) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
@@ -57,7 +58,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	}
 	waitFor(t, "3 members ready", func() bool {
 		for _, p := range pods() {
-			if !podReady(p) {
+			if !podutils.IsPodReady(p) {
 				return false
 			}
 		}
@@ -75,7 +76,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	// Member 1 down, a template change: 1 first, then 2, then 0.
 	change("1")
 	kubelets.down(pods()[KarmadaService+"-1"].UID)
-	waitFor(t, "member 1 down", func() bool { return !podReady(pods()[KarmadaService+"-1"]) })
+	waitFor(t, "member 1 down", func() bool { return !podutils.IsPodReady(pods()[KarmadaService+"-1"]) })
 	a.Wait = time.Minute
 	rolled, err := a.rollFleetMembers(ctx)
 	if err != nil {
@@ -96,8 +97,8 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, p := range pods() {
-		if p.Labels[appsv1.StatefulSetRevisionLabel] != sts.Status.UpdateRevision || !podReady(p) {
-			t.Errorf("%s on %s (ready %v), want %s", name, p.Labels[appsv1.StatefulSetRevisionLabel], podReady(p), sts.Status.UpdateRevision)
+		if p.Labels[appsv1.StatefulSetRevisionLabel] != sts.Status.UpdateRevision || !podutils.IsPodReady(p) {
+			t.Errorf("%s on %s (ready %v), want %s", name, p.Labels[appsv1.StatefulSetRevisionLabel], podutils.IsPodReady(p), sts.Status.UpdateRevision)
 		}
 	}
 	t.Logf("roll with member 1 down:\n%s", out.String())
@@ -110,7 +111,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	// are. Once member 1 is back the next roll finishes.
 	change("2")
 	kubelets.downByName(KarmadaService + "-1")
-	waitFor(t, "member 1 down", func() bool { return !podReady(pods()[KarmadaService+"-1"]) })
+	waitFor(t, "member 1 down", func() bool { return !podutils.IsPodReady(pods()[KarmadaService+"-1"]) })
 	a.Wait = 10 * time.Second
 	before := pods()
 	_, err = a.rollFleetMembers(ctx)
@@ -183,7 +184,7 @@ func (k *kubeletStandIn) sync(ctx context.Context, c kubernetes.Interface) {
 		k.mu.Lock()
 		want := !k.downUIDs[p.UID] && !k.downNames[p.Name] && p.DeletionTimestamp == nil
 		k.mu.Unlock()
-		if podReady(p) == want && p.Status.Phase == corev1.PodRunning {
+		if podutils.IsPodReady(p) == want && p.Status.Phase == corev1.PodRunning {
 			continue
 		}
 		status := corev1.ConditionFalse

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
@@ -98,7 +99,7 @@ func Validate(ctx context.Context, c kubernetes.Interface, def *definition.Clust
 		if !critical(&p) || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		if !podReady(&p) {
+		if !podutils.IsPodReady(&p) {
 			r.fail("Pod", "kube-system/"+p.Name, fmt.Sprintf("critical pod is not Ready (phase %s)", p.Status.Phase))
 		}
 	}
@@ -278,15 +279,6 @@ func critical(p *corev1.Pod) bool {
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubectl/pkg/util/podutils"
 	"k8s.io/utils/clock"
 )
 
@@ -85,7 +86,7 @@ func (k *KubeCluster) Ready(ctx context.Context, n *corev1.Node) (bool, string, 
 	readyBy := map[types.UID]bool{}
 	for _, p := range pods.Items {
 		for _, o := range p.OwnerReferences {
-			if o.Kind == "DaemonSet" && podReady(&p) {
+			if o.Kind == "DaemonSet" && podutils.IsPodReady(&p) {
 				readyBy[o.UID] = true
 			}
 		}
@@ -107,15 +108,6 @@ func (k *KubeCluster) Ready(ctx context.Context, n *corev1.Node) (bool, string, 
 func targets(ds *appsv1.DaemonSet, n *corev1.Node) bool {
 	sel := labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector)
 	return sel.Matches(labels.Set(n.Labels))
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // Taint adds the rollout's PreferNoSchedule taint and annotation.
