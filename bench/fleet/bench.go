@@ -33,6 +33,7 @@ type bench struct {
 	f        *localfleet.Fleet
 	direct   *localfleet.Member
 	profiles string
+	pinned   bool
 }
 
 type row struct {
@@ -67,6 +68,9 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	servers := map[string]*rest.Config{"direct": b.direct.Config}
 	before, err := requests(ctx, servers)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.pin(); err != nil {
 		return nil, err
 	}
 	directBegan, cpu0 := time.Now(), procstat.SampleCPU(b.pids())
@@ -142,6 +146,9 @@ func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, cluste
 		return row{}, err
 	}
 	title := fmt.Sprintf("%d services at the fleet (%s):", n, strings.Join(clusters, ", "))
+	if err := b.pin(); err != nil {
+		return row{}, err
+	}
 	began, cpu := time.Now(), procstat.SampleCPU(b.pids())
 	profiled := b.profile(ctx, ns, map[string]*controlplane.ControlPlane{
 		"karmada": b.f.Karmada.ControlPlane, "east": b.f.Member("east").ControlPlane})

@@ -40,6 +40,9 @@ type options struct {
 	profiles string
 	// gogc is karmada.Options.GOGC.
 	gogc int
+	// pin: the fleet's control plane on half the CPUs, the clusters on
+	// the other half (bench.pin).
+	pin bool
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	flag.BoolVar(&o.resourceModels, "resource-models", false, "karmada-scheduler estimates free replicas from Karmada's resource models (its default) instead of the members' resource summaries")
 	flag.Float64Var(&o.evictionRate, "eviction-rate", float64(karmada.DefaultEvictionRate), "karmada-controller-manager's --resource-eviction-rate (Karmada's own default: 0.5)")
 	flag.IntVar(&o.gogc, "gogc", karmada.DefaultGOGC, "GOGC of the fleet's control plane's processes (Go's default: 100)")
+	flag.BoolVar(&o.pin, "pin", false, "run the fleet's control plane on the first half of the CPUs and the clusters on the rest (production's topology: the fleet's control plane on machines of its own); the direct run then has the members' CPUs only")
 	flag.StringVar(&o.profiles, "profiles", "", "a directory for the apiservers' CPU profiles over each run's first 20 s (go tool pprof)")
 	flag.Parse()
 	for _, c := range strings.Split(counts, ",") {
@@ -107,7 +111,14 @@ func run(ctx context.Context, o options) error {
 	defer direct.Stop()
 	fmt.Printf("fleet of 2 members (%d kwok nodes each) and a standalone member up in %s\n", o.nodes, time.Since(began).Round(time.Second))
 
-	b := &bench{f: f, direct: direct, profiles: o.profiles}
+	b := &bench{f: f, direct: direct, profiles: o.profiles, pinned: o.pin}
+	if o.pin {
+		fleetCPUs, memberCPUs, err := planeCPUs()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pinned: the fleet's control plane on CPUs %v, the clusters on CPUs %v\n", fleetCPUs, memberCPUs)
+	}
 	var rows []row
 	for i, n := range o.counts {
 		r, err := b.compare(ctx, n)
