@@ -152,8 +152,8 @@ test-fleet: tools ## The fleet test in full: $(FLEET_MEMBERS) members, $(FLEET_S
 	FLEET_MEMBERS=$(FLEET_MEMBERS) FLEET_SERVICES=$(FLEET_SERVICES) $(GO) test -count=1 -v -timeout 60m -run TestIntegrationFleet ./fleet/localfleet/
 
 .PHONY: bench-fleet
-bench-fleet: tools build ## The fleet bench: 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
-	$(GO) run ./bench/fleet -controller $(BIN)/trellis-controller
+bench-fleet: tools build ## The fleet bench (production topology: the fleet control plane on its own CPU): 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
+	$(GO) run ./bench/fleet -pin -controller $(BIN)/trellis-controller
 
 .PHONY: backtest-recorded
 backtest-recorded: test-deps tools ## Record 42 virtual days of tenants' request rates on a real apiserver and Prometheus (1 s an hour, 17 min) into governance/forecast/backtest/recorded/testdata, and backtest the planners on them (make test records 2 days and scores the committed recording)
