@@ -60,14 +60,25 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 	}
 	var out bytes.Buffer
 	a.Out = &out
+	terminations := watchTerminations()
 	start := time.Now()
 	res, err := a.Apply(ctx, rendered)
 	a.Out = os.Stdout
+	took := time.Since(start)
+	// A ready member's old pod ends on its own, well inside its 30 s
+	// grace (its kube-apiserver's shutdown flags bound it, whatever it
+	// proxies); the stopped one is killed at the end of the grace.
+	ended := terminations()
+	t.Logf("old pods' termination (deletion seen -> gone): %v", ended)
+	for _, i := range []int{1, 2} {
+		if d, ok := ended[name(i)]; !ok || d > 20*time.Second {
+			t.Errorf("%s's old pod took %s (seen %v) to end, want under 20s: killed at the grace's end?", name(i), d, ok)
+		}
+	}
 	t.Logf("apply:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("roll with member 0 down: %v", err)
 	}
-	took := time.Since(start)
 	time.Sleep(5 * time.Second) // writes after the last replacement
 	writes := w.stop(t)
 
@@ -144,6 +155,53 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 		}
 		return len(missing) == 0, fmt.Sprintf("missing %v", missing)
 	})
+}
+
+// watchTerminations polls the fleet API's pods every 200 ms from now on
+// and returns a stop that says how long each pod name's first deleted
+// pod took, from the poll that saw its deletion to the one that saw it
+// gone (or replaced by a pod of another UID).
+func watchTerminations() func() map[string]time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	seen := map[types.UID]time.Time{}
+	names := map[types.UID]string{}
+	out := map[string]time.Duration{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			pods, err := cs.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + addons.KarmadaService})
+			if err == nil {
+				now := time.Now()
+				live := map[types.UID]bool{}
+				mu.Lock()
+				for _, p := range pods.Items {
+					live[p.UID] = true
+					if _, ok := seen[p.UID]; !ok && p.DeletionTimestamp != nil {
+						seen[p.UID], names[p.UID] = now, p.Name
+					}
+				}
+				for uid, at := range seen {
+					if _, ended := out[names[uid]]; !live[uid] && !ended {
+						out[names[uid]] = now.Sub(at).Round(100 * time.Millisecond)
+					}
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() map[string]time.Duration {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return out
+	}
 }
 
 func replacedCount(res []addons.Result) int {
