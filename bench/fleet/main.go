@@ -5,7 +5,8 @@
 // real trellis-controller. It prints apply -> Ready p50/p99, requests per
 // workload to each apiserver, the fleet control plane's memory, and the
 // failover time of a member whose apiserver is killed (production
-// defaults: 30s failure threshold, 30s toleration).
+// defaults: 30s failure threshold, 30s toleration). With -pin the fleet's
+// control plane runs on CPUs of its own, as in production.
 package main
 
 import (
@@ -83,6 +84,11 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.pin {
+		if _, _, err := planeCPUs(); err != nil {
+			return err
+		}
+	}
 	dir, err := os.MkdirTemp("", "trellis-bench-fleet-")
 	if err != nil {
 		return err
@@ -113,10 +119,7 @@ func run(ctx context.Context, o options) error {
 
 	b := &bench{f: f, direct: direct, profiles: o.profiles, pinned: o.pin}
 	if o.pin {
-		fleetCPUs, memberCPUs, err := planeCPUs()
-		if err != nil {
-			return err
-		}
+		fleetCPUs, memberCPUs, _ := planeCPUs()
 		fmt.Printf("pinned: the fleet's control plane on CPUs %v, the clusters on CPUs %v\n", fleetCPUs, memberCPUs)
 	}
 	var rows []row
