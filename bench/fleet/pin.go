@@ -2,28 +2,26 @@ package main
 
 import (
 	"fmt"
-	"runtime"
+	"os"
 	"strings"
 
 	"github.com/trellis-dev/trellis/internal/procstat"
 )
 
-// planeCPUs splits the machine's CPUs: the first half (at least one) for
-// the fleet's control plane, the rest for the members and the standalone
-// cluster. It refuses a machine with one CPU.
+// planeCPUs splits the CPUs the bench may use (its own affinity: a
+// container's cpuset need not start at 0): the first half (at least one)
+// for the fleet's control plane, the rest for the members and the
+// standalone cluster. It refuses fewer than 2.
 func planeCPUs() (fleetCPUs, memberCPUs []int, err error) {
-	n := runtime.NumCPU()
-	if n < 2 {
-		return nil, nil, fmt.Errorf("-pin needs 2 CPUs or more, this machine has %d", n)
+	cpus, err := procstat.Allowed(os.Getpid())
+	if err != nil {
+		return nil, nil, err
 	}
-	for c := range n {
-		if c < n/2 {
-			fleetCPUs = append(fleetCPUs, c)
-		} else {
-			memberCPUs = append(memberCPUs, c)
-		}
+	if len(cpus) < 2 {
+		return nil, nil, fmt.Errorf("-pin needs 2 CPUs or more, the bench may use %v", cpus)
 	}
-	return fleetCPUs, memberCPUs, nil
+	half := len(cpus) / 2
+	return cpus[:half], cpus[half:], nil
 }
 
 // pin puts the fleet's control plane on its CPUs and every cluster's
