@@ -33,7 +33,8 @@ type bench struct {
 	f        *localfleet.Fleet
 	direct   *localfleet.Member
 	profiles string
-	pinned   bool
+	// cpus, with -pin, is where pin puts each plane's processes.
+	cpus cpuSplit
 }
 
 type row struct {

@@ -84,8 +84,10 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
+	var split cpuSplit
 	if o.pin {
-		if _, _, err := planeCPUs(); err != nil {
+		var err error
+		if split, err = planeCPUs(); err != nil {
 			return err
 		}
 	}
@@ -117,10 +119,9 @@ func run(ctx context.Context, o options) error {
 	defer direct.Stop()
 	fmt.Printf("fleet of 2 members (%d kwok nodes each) and a standalone member up in %s\n", o.nodes, time.Since(began).Round(time.Second))
 
-	b := &bench{f: f, direct: direct, profiles: o.profiles, pinned: o.pin}
+	b := &bench{f: f, direct: direct, profiles: o.profiles, cpus: split}
 	if o.pin {
-		fleetCPUs, memberCPUs, _ := planeCPUs()
-		fmt.Printf("pinned: the fleet's control plane on CPUs %v, the clusters on CPUs %v\n", fleetCPUs, memberCPUs)
+		fmt.Printf("pinned: the fleet's control plane on CPUs %v, the clusters on CPUs %v\n", split.fleet, split.members)
 	}
 	var rows []row
 	for i, n := range o.counts {

@@ -36,7 +36,7 @@ func Pin(pid int, cpus []int) error {
 	return nil
 }
 
-// Allowed is the CPUs pid's main thread may run on.
+// Allowed is the CPUs pid (a process's main thread, or a thread id) may run on.
 func Allowed(pid int) ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(pid, &set); err != nil {

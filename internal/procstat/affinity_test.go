@@ -94,14 +94,7 @@ func pinChild() {
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
-			var set unix.CPUSet
-			_ = unix.SchedGetaffinity(0, &set)
-			var cpus []int
-			for c := range 1024 {
-				if set.IsSet(c) {
-					cpus = append(cpus, c)
-				}
-			}
+			cpus, _ := Allowed(unix.Gettid())
 			mu.Lock()
 			masks = append(masks, fmt.Sprint(cpus))
 			mu.Unlock()

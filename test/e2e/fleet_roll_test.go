@@ -163,7 +163,6 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 // gone (or replaced by a pod of another UID).
 func watchTerminations() func() map[string]time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
 	seen := map[types.UID]time.Time{}
 	names := map[types.UID]string{}
 	out := map[string]time.Duration{}
@@ -175,7 +174,6 @@ func watchTerminations() func() map[string]time.Duration {
 			if err == nil {
 				now := time.Now()
 				live := map[types.UID]bool{}
-				mu.Lock()
 				for _, p := range pods.Items {
 					live[p.UID] = true
 					if _, ok := seen[p.UID]; !ok && p.DeletionTimestamp != nil {
@@ -187,7 +185,6 @@ func watchTerminations() func() map[string]time.Duration {
 						out[names[uid]] = now.Sub(at).Round(100 * time.Millisecond)
 					}
 				}
-				mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():
@@ -195,11 +192,10 @@ func watchTerminations() func() map[string]time.Duration {
 			}
 		}
 	}()
+	// out is read only once the poller has ended.
 	return func() map[string]time.Duration {
 		cancel()
 		<-done
-		mu.Lock()
-		defer mu.Unlock()
 		return out
 	}
 }
