@@ -66,7 +66,7 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 	cmd.Flags().DurationVar(&promStep, "prometheus-step", 5*time.Minute, "resolution of the peak read from Prometheus")
 	cmd.Flags().BoolVar(&useForecast, "forecast", false, "plan each namespace's quota from its forecast: a daily schedule over the horizon")
 	cmd.Flags().DurationVar(&opts.Horizon, "horizon", 30*day, "how far ahead a forecast plan reaches")
-	cmd.Flags().Float64Var(&opts.Risk, "risk", 0, "chance a week's usage passes a forecast plan on some day (default 0.003)")
+	cmd.Flags().Float64Var(&opts.Risk, "risk", 0, "chance a week's usage passes a forecast plan on some day (default 0.0003)")
 	cmd.Flags().BoolVar(&api, "api", false, "with --forecast --prometheus: also propose API capacity (priority levels, a FlowSchema per tenant and verb class) from the tenants' forecast seats and the cluster's (--kubeconfig), with each tenant's request rates by verb class and their forecast")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig (for --api: the cluster's priority levels and seats)")
 	return cmd

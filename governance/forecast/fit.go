@@ -260,46 +260,6 @@ func dailyMeans(h Series, v []float64, days func(time.Time) float64) (dt, dm []f
 	return dt, dm
 }
 
-// peakMargin compares each day's actual peak with the model's peak for the
-// day, in the margin space.
-func peakMargin(h Series, m *Model, opts Options) float64 {
-	perDay := int(day / h.Step)
-	var miss []float64
-	for i := 0; i < len(h.Values); i += perDay {
-		d := h.Slice(i, min(i+perDay, len(h.Values)))
-		actual := d.Peak()
-		if math.IsNaN(actual) {
-			continue
-		}
-		fitted := 0.0
-		for j := range d.Values {
-			fitted = math.Max(fitted, m.value(d.Time(j), 0, 0))
-		}
-		if m.Form == Additive {
-			miss = append(miss, actual-fitted)
-		} else if actual > 0 && fitted > 0 {
-			miss = append(miss, math.Log(actual/fitted))
-		}
-	}
-	if len(miss) == 0 {
-		return 0
-	}
-	// Daily peaks are maxima: a Gumbel distribution, fitted to the misses'
-	// median and 90th percentile (robust to a one-off spike), gives the
-	// quantile a day's miss stays under with probability 1-Risk/days, so
-	// that a plan step's days stay under it with 1-Risk. Few days of
-	// history widen it, by 1+5/days: with 1+4/days the backtests' first
-	// plan after a level shift (14 days of history) ran out for an hour.
-	p := 1 - opts.Risk/7
-	med := median(miss)
-	beta := (quantile(miss, 0.9) - med) / (gumbelZ(0.9) - gumbelZ(0.5))
-	q := (med + beta*(gumbelZ(p)-gumbelZ(0.5))) * (1 + 5/float64(len(miss)))
-	return math.Max(q, 0)
-}
-
-// gumbelZ is the standard Gumbel distribution's quantile at p.
-func gumbelZ(p float64) float64 { return -math.Log(-math.Log(p)) }
-
 func meanOf(xs []float64) float64 {
 	var s float64
 	var n int

@@ -36,12 +36,13 @@ type Model struct {
 	// value when additive, a ratio or a logarithm otherwise).
 	Sigma       float64 `json:"sigma"`
 	SlopeStdErr float64 `json:"slopeStdErr"`
-	// PeakMargin is how far a day's actual peak rises above the model's
-	// peak for that day, at the Risk's quantile, in the margin space (the
+	// PeakMargin is how far a week's hours can rise above the model's
+	// peak for their day, at the Risk's quantile, in the margin space (the
 	// value when additive, its logarithm otherwise): the bound of a day's
-	// peak is the model's peak plus it. Measured on the history, it
-	// carries the noise's size at the peaks, not its average size; from
-	// quantiles, so that a one-off spike does not set it.
+	// peak is the model's peak plus it. Measured on the history from the
+	// noise at the hours near the peaks, not its average size; from a
+	// median and MAD, so that a one-off spike does not set it (see
+	// peakMargin).
 	PeakMargin float64 `json:"peakMargin"`
 	// ChangePoint is the start of the history used, when a level shift
 	// cut the older part off; TrendFrom the start of the trend's fit, when

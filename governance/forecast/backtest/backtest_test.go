@@ -10,16 +10,11 @@ import (
 
 // The goal, per generated family: fewer quota exhaustions and less
 // over-provisioning than peak+20%. Three seeds of five series each, plans
-// remade weekly. Where the goal is not met the test holds the measured
-// distance, so that a change that widens it fails:
-//   - growth (10% a week): over-provisioning within 5% of peak+20%'s,
-//     above or below depending on the seed: 20% over the month's peak is
-//     about what it needs, and the forecast's margin for a week of maxima
-//     is as wide (noisy was too, until the steady cap: its plans are now
-//     at most peak+20%'s, and below it on each of seeds 1-8 but seed 4: +0.15%);
-//   - one exhausted plan allowed in families where peak+20% has none: the
-//     planner's Risk is 0.003 a plan-week, and on seeds 1-8 one plan of
-//     4,160 ran out for an hour (none on these three seeds).
+// remade weekly. Less over-provisioning is held on every family; one
+// exhausted plan is allowed in families where peak+20% has none: the
+// planner's Risk is 0.0003 a plan-week, and on seeds 1-24 (10,920 plans in
+// those families) one plan ran out, for an hour (noisy, seed 2: 0.1% over
+// the plan, in these three seeds).
 func TestBacktestWeeklyReviews(t *testing.T) {
 	start := time.Now()
 	scores := RunSeeds(DefaultConfig(), []uint64{1, 2, 3}, Families(), Planners())
@@ -27,7 +22,6 @@ func TestBacktestWeeklyReviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d plans per family and planner in %s", scores[0].Plans, time.Since(start).Round(time.Millisecond))
-	nearEven := map[string]bool{"growth": true}
 	for k := 0; k < len(scores); k += 2 {
 		peak, fc := scores[k], scores[k+1]
 		if peak.Planner != "peak+20%" || fc.Planner != "forecast" || peak.Family != fc.Family {
@@ -39,12 +33,8 @@ func TestBacktestWeeklyReviews(t *testing.T) {
 		case peak.Exhaustions == 0 && fc.ExhaustedPlans > 1:
 			t.Errorf("%s: forecast exhausted %d of %d plans where peak+20%% exhausted none", fc.Family, fc.ExhaustedPlans, fc.Plans)
 		}
-		limit := peak.OverProvisioned
-		if nearEven[fc.Family] {
-			limit *= 1.05
-		}
-		if fc.OverProvisioned >= limit {
-			t.Errorf("%s: forecast over-provisioned %.0f resource·days, peak+20%% %.0f: want less than %.0f", fc.Family, fc.OverProvisioned, peak.OverProvisioned, limit)
+		if fc.OverProvisioned >= peak.OverProvisioned {
+			t.Errorf("%s: forecast over-provisioned %.0f resource·days, peak+20%% %.0f: want less", fc.Family, fc.OverProvisioned, peak.OverProvisioned)
 		}
 	}
 }

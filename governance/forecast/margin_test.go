@@ -1,0 +1,94 @@
+package forecast
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The Gaussian margin is exact for the model it assumes: weeks drawn from
+// that model (a daily cycle, weekends lower, Gaussian noise each hour) rise
+// above their days' peaks plus the margin in a Risk share of them.
+func TestGaussianMarginHoldsItsRisk(t *testing.T) {
+	m := &Model{Origin: t0, Step: time.Hour, Form: Additive, Level: 100, Daily: make([]float64, 24), Weekly: make([]float64, 7)}
+	for h := range m.Daily {
+		m.Daily[h] = 20 * cycle(h)
+	}
+	m.Weekly[time.Saturday], m.Weekly[time.Sunday] = -30, -30
+	const sd, weeks = 2.0, 20000
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, risk := range []float64{0.2, 0.05} {
+		x := gaussianMargin(m, 0, sd, risk)
+		over := 0
+		for range weeks {
+			for h := range 7 * 24 {
+				at := t0.Add(time.Duration(h) * time.Hour)
+				peak := m.value(at.Truncate(day).Add(15*time.Hour), 0, 0) // the cycle's top
+				if m.value(at, 0, 0)+sd*r.NormFloat64() > peak+x {
+					over++
+					break
+				}
+			}
+		}
+		got := float64(over) / weeks
+		t.Logf("risk %.2f: margin %.2f (%.2f noise scales), %.4f of %d weeks over", risk, x, x/sd, got, weeks)
+		if tol := 4 * math.Sqrt(risk*(1-risk)/weeks); math.Abs(got-risk) > tol {
+			t.Errorf("risk %.2f: %.4f of the weeks rose above the margin, want %.2f±%.4f", risk, got, risk, tol)
+		}
+	}
+}
+
+// A heavy tail (Student t noise, 3 degrees of freedom) switches the margin
+// to the Gumbel tail of the daily peaks, wider than the Gaussian one;
+// Gaussian noise and a one-off spike (many hours, one day) do not.
+func TestHeavyTailSwitchesToTheGumbelMargin(t *testing.T) {
+	shape := func(_ float64, hour int, wd time.Weekday) float64 {
+		v := 100 + 20*cycle(hour)
+		if wd == time.Saturday || wd == time.Sunday {
+			v -= 30
+		}
+		return v
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	student := func() float64 {
+		var chi float64
+		for range 3 {
+			z := r.NormFloat64()
+			chi += z * z
+		}
+		return r.NormFloat64() / math.Sqrt(chi/3)
+	}
+	gauss := synth(56, 2, shape)
+	spike := synth(56, 2, shape)
+	for i := 30*24 + 13; i < 30*24+17; i++ {
+		spike.Values[i] *= 3
+	}
+	heavy := synth(56, 0, shape)
+	for i := range heavy.Values {
+		heavy.Values[i] += 2 * student()
+	}
+	for _, c := range []struct {
+		name  string
+		s     Series
+		heavy bool
+	}{{"gaussian", gauss, false}, {"one-off spike", spike, false}, {"student t", heavy, true}} {
+		m, err := Fit(c.s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := peakResiduals(c.s, m)
+		centre, scale := median(r.values), mad(r.values)
+		if got := r.heavyTailed(centre, scale); got != c.heavy {
+			t.Errorf("%s (%s): heavy tail %v, want %v", c.name, m, got, c.heavy)
+		}
+		g := gaussianMargin(m, centre, scale, m.opts.Risk) * (1 + 5/56.0)
+		t.Logf("%s: %s; Gaussian margin %.2f", c.name, m, g)
+		if c.heavy && m.PeakMargin <= g {
+			t.Errorf("%s: margin %.2f, want the Gumbel tail's, wider than the Gaussian %.2f", c.name, m.PeakMargin, g)
+		}
+		if !c.heavy && math.Abs(m.PeakMargin-g) > 1e-9 {
+			t.Errorf("%s: margin %.2f, want the Gaussian %.2f", c.name, m.PeakMargin, g)
+		}
+	}
+}
