@@ -49,6 +49,7 @@ func Fit(s Series, opts Options) (*Model, error) {
 		return nil, &ShortHistoryError{Have: have, Want: opts.MinHistory}
 	}
 	m := choose(h, opts)
+	m.PeakMargin = peakMargin(h, m, opts)
 	m.ChangePoint = cp
 	m.RecentPeak = h.Slice(max(0, len(h.Values)-int(7*day/h.Step)), len(h.Values)).Peak()
 	m.SteadyCap = steadyCap(h, m, opts)
@@ -242,7 +243,6 @@ func fit(h Series, form Form, opts Options) *Model {
 		res[k] = dm[k] - fm[k]
 	}
 	m.SlopeStdErr = slopeStdErr(dt[from:], mad(res[from:]))
-	m.PeakMargin = peakMargin(h, m, opts)
 	return m
 }
 

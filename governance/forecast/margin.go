@@ -153,6 +153,8 @@ func gaussianMargin(m *Model, centre, scale, risk float64) float64 {
 		}
 	}
 	// logUnder is log P(every hour stays under its day's peak plus x).
+	// Hours further below it than farBelow scales (nights, weekends) add
+	// nothing a float64 holds.
 	logUnder := func(x float64) float64 {
 		var s float64
 		for _, h := range week {
@@ -168,7 +170,9 @@ func gaussianMargin(m *Model, centre, scale, risk float64) float64 {
 			default:
 				limit = h.dayPeak*math.Exp(x)/h.value - 1
 			}
-			s += math.Log(normalCDF((limit - centre) / scale))
+			if z := (limit - centre) / scale; z < farBelow {
+				s += math.Log(normalCDF(z))
+			}
 		}
 		return s
 	}
@@ -177,7 +181,7 @@ func gaussianMargin(m *Model, centre, scale, risk float64) float64 {
 	for logUnder(hi) < want {
 		hi *= 2
 	}
-	for range 50 {
+	for range 40 {
 		mid := (lo + hi) / 2
 		if logUnder(mid) < want {
 			lo = mid
@@ -225,6 +229,9 @@ func gumbelMargin(miss []float64, risk float64) float64 {
 
 // gumbelZ is the standard Gumbel distribution's quantile at p.
 func gumbelZ(p float64) float64 { return -math.Log(-math.Log(p)) }
+
+// farBelow: 1-Φ(9) is 1.1e-19, under float64's resolution at 1.
+const farBelow = 9
 
 // normalCDF is the standard normal distribution's CDF at z.
 func normalCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
