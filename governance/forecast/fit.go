@@ -14,6 +14,9 @@ import (
 // peaks best.
 func Fit(s Series, opts Options) (*Model, error) {
 	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	if s.Step <= 0 || day%s.Step != 0 {
 		return nil, fmt.Errorf("step %s does not divide a day", s.Step)
 	}
@@ -136,7 +139,8 @@ func applies(h Series, form Form) bool {
 // fit decomposes h in one form: a Theil-Sen trend through the daily means
 // (after the last change of slope), a daily profile (median per step of
 // the day), a weekly profile (median per weekday, from two weeks of
-// history), the noise's robust scale and the peaks' margin.
+// history) and the noise's robust scale. Fit adds the peaks' margin to
+// the model it keeps.
 func fit(h Series, form Form, opts Options) *Model {
 	perDay := int(day / h.Step)
 	origin := h.End()

@@ -78,7 +78,7 @@ func TestHeavyTailSwitchesToTheGumbelMargin(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := peakResiduals(c.s, m)
-		centre, scale := median(r.values), mad(r.values)
+		centre, scale := r.centreAndScale()
 		if got := r.heavyTailed(centre, scale); got != c.heavy {
 			t.Errorf("%s (%s): heavy tail %v, want %v", c.name, m, got, c.heavy)
 		}
@@ -89,6 +89,40 @@ func TestHeavyTailSwitchesToTheGumbelMargin(t *testing.T) {
 		}
 		if !c.heavy && math.Abs(m.PeakMargin-g) > 1e-9 {
 			t.Errorf("%s: margin %.2f, want the Gaussian %.2f", c.name, m.PeakMargin, g)
+		}
+	}
+}
+
+// Usage flat at most hours (integer pods, say) has a MAD of 0 at the
+// peaks: the margin then comes from the daily peaks' misses, not 0.
+func TestFlatUsageKeepsAMargin(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s := Series{Start: t0, Step: time.Hour, Values: make([]float64, 56*24)}
+	for i := range s.Values {
+		s.Values[i] = 20
+		if r.Float64() < 0.03 {
+			s.Values[i] += float64(1 + r.IntN(5))
+		}
+	}
+	m, err := Fit(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := s.Peak()
+	bound := m.Predict(s.End(), s.End().Add(7*day)).PeakBound[0]
+	t.Logf("%s: bound %.2f, history's peak %.0f", m, bound, peak)
+	if bound < peak {
+		t.Errorf("bound %.2f, under the history's peak %.0f that a week reaches every few days", bound, peak)
+	}
+}
+
+func TestOptionsOutOfRangeAreRefused(t *testing.T) {
+	s := synth(28, 1, func(float64, int, time.Weekday) float64 { return 10 })
+	for _, o := range []Options{{Risk: -0.01}, {Risk: 1}, {Interval: 1.5}, {Window: -day}} {
+		if _, err := Fit(s, o); err == nil {
+			t.Errorf("%+v: fitted, want a refusal", o)
+		} else {
+			t.Logf("%+v: %v", o, err)
 		}
 	}
 }

@@ -34,9 +34,9 @@ type Options struct {
 	// SteadyHeadroom: a namespace whose fitted trend is no trend plans at
 	// most its last 30 days' peak plus this share (default 0.2, the
 	// reactive rule's; negative: no cap). For a steady series its own
-	// recent peak already bounds the month ahead, and the extreme-value
-	// margin, fitted on a few weeks of daily peaks, can be wider than
-	// that; the forecast then only lowers the reactive plan.
+	// recent peak already bounds the month ahead, and the bound of a week
+	// of maxima read from a few weeks of history can be wider than that;
+	// the forecast then only lowers the reactive plan.
 	SteadyHeadroom float64
 }
 
@@ -66,6 +66,20 @@ func (o Options) withDefaults() Options {
 		o.SteadyHeadroom = 0.2
 	}
 	return o
+}
+
+// validate refuses options no forecast can be made with (after
+// withDefaults: zero means the default).
+func (o Options) validate() error {
+	switch {
+	case o.Risk <= 0 || o.Risk >= 1:
+		return fmt.Errorf("risk %g: want a probability between 0 and 1, both excluded", o.Risk)
+	case o.Interval <= 0 || o.Interval >= 1:
+		return fmt.Errorf("interval %g: want a probability between 0 and 1, both excluded", o.Interval)
+	case o.Horizon < 0 || o.MinHistory < 0 || o.Window < 0 || o.PlanStep < 0:
+		return fmt.Errorf("horizon %s, min history %s, window %s, plan step %s: want none negative", o.Horizon, o.MinHistory, o.Window, o.PlanStep)
+	}
+	return nil
 }
 
 // ShortHistoryError is Fit's refusal: the series holds too little usable
