@@ -33,6 +33,9 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 			now := time.Now()
 			var p quota.Plan
 			if useForecast {
+				if err := opts.Validate(); err != nil {
+					return fmt.Errorf("--risk or --horizon: %w", err)
+				}
 				h, err := f.source.History(cmd.Context(), max(f.retention, forecastWindow), now)
 				if err != nil {
 					return err

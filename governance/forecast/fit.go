@@ -13,10 +13,10 @@ import (
 // last week held out, and keeps the one that predicted that week's daily
 // peaks best.
 func Fit(s Series, opts Options) (*Model, error) {
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	if s.Step <= 0 || day%s.Step != 0 {
 		return nil, fmt.Errorf("step %s does not divide a day", s.Step)
 	}

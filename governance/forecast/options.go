@@ -68,9 +68,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// validate refuses options no forecast can be made with (after
-// withDefaults: zero means the default).
-func (o Options) validate() error {
+// Validate refuses options no forecast can be made with (zero fields
+// take their defaults).
+func (o Options) Validate() error {
+	o = o.withDefaults()
 	switch {
 	case o.Risk <= 0 || o.Risk >= 1:
 		return fmt.Errorf("risk %g: want a probability between 0 and 1, both excluded", o.Risk)
