@@ -155,6 +155,10 @@ test-fleet: tools ## The fleet test in full: $(FLEET_MEMBERS) members, $(FLEET_S
 bench-fleet: tools build ## The fleet bench (production topology: the fleet control plane on its own CPU): 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
 	$(GO) run ./bench/fleet -pin -controller $(BIN)/trellis-controller
 
+.PHONY: bench-backtest
+bench-backtest: ## The forecast planner against peak+20% on the generated families over 24 seeds (make test runs 3): the table, over-provisioning per family (all seeds and single seeds), exhausted plans (about 1 min)
+	$(GO) run ./bench/backtest -seeds 24
+
 .PHONY: backtest-recorded
 backtest-recorded: test-deps tools ## Record 42 virtual days of tenants' request rates on a real apiserver and Prometheus (1 s an hour, 17 min) into governance/forecast/backtest/recorded/testdata, and backtest the planners on them (make test records 2 days and scores the committed recording)
 	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run TestIntegrationRecord ./governance/forecast/backtest/recorded/

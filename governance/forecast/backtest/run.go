@@ -249,14 +249,22 @@ func quotaAt(steps []forecast.Step, t time.Time) float64 {
 
 // RunSeeds runs c once per seed and sums each family's scores.
 func RunSeeds(c Config, seeds []uint64, families []Family, planners []Planner) []Score {
-	var sum []Score
-	for _, seed := range seeds {
+	perSeed := make([][]Score, len(seeds))
+	for i, seed := range seeds {
 		c.Seed = seed
-		scores := Run(c, families, planners)
-		if sum == nil {
-			sum = scores
-			continue
-		}
+		perSeed[i] = Run(c, families, planners)
+	}
+	return Sum(perSeed)
+}
+
+// Sum adds runs' scores (of the same families and planners) family by
+// family; pinball losses are averaged.
+func Sum(runs [][]Score) []Score {
+	if len(runs) == 0 {
+		return nil
+	}
+	sum := append([]Score(nil), runs[0]...)
+	for _, scores := range runs[1:] {
 		for k, s := range scores {
 			t := &sum[k]
 			t.Plans += s.Plans
@@ -268,7 +276,7 @@ func RunSeeds(c Config, seeds []uint64, families []Family, planners []Planner) [
 		}
 	}
 	for k := range sum {
-		sum[k].Pinball /= float64(len(seeds))
+		sum[k].Pinball /= float64(len(runs))
 	}
 	return sum
 }

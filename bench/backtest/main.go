@@ -1,0 +1,93 @@
+// Command backtest scores the forecast planner against peak+20% on the
+// generated families over many seeds (make test runs 3): the summed table,
+// each family's over-provisioning against peak+20% (all seeds together
+// and the range of single seeds), and the plans that ran out. With -risk
+// it plans at another risk, to sweep it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/trellis-dev/trellis/governance/forecast"
+	"github.com/trellis-dev/trellis/governance/forecast/backtest"
+)
+
+func main() {
+	seeds := flag.Int("seeds", 24, "seeds 1..N, 5 series per family each")
+	risk := flag.Float64("risk", 0, "the forecast's risk (0: its default)")
+	monthly := flag.Bool("monthly", false, "reviews every 30 days instead of every week")
+	flag.Parse()
+	if err := run(os.Stdout, *seeds, *risk, *monthly); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer, seeds int, risk float64, monthly bool) error {
+	if seeds < 1 {
+		return fmt.Errorf("-seeds %d: want at least 1", seeds)
+	}
+	opts := forecast.Options{Risk: risk}
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("-risk: %w", err)
+	}
+	c := backtest.DefaultConfig()
+	if monthly {
+		c = backtest.Monthly()
+	}
+	peak := backtest.PeakPlanner{Headroom: 0.2, Retention: 30 * 24 * time.Hour}
+	planners := []backtest.Planner{peak, backtest.ForecastPlanner{Fallback: peak, Options: opts}}
+	start := time.Now()
+	families := backtest.Families()
+	// The seeds in parallel, one per CPU: each run is single-threaded.
+	perSeed := make([][]backtest.Score, seeds)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				perSeed[i] = backtest.Run(withSeed(c, uint64(i+1)), families, planners)
+			}
+		})
+	}
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	total := backtest.Sum(perSeed)
+	fmt.Fprintf(w, "%d seeds, reviews every %s, risk %g: %s\n\n", seeds, c.Cadence, forecast.DefaultOptions(opts).Risk, time.Since(start).Round(time.Second))
+	if err := backtest.Print(w, total); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "family\tover-provisioned vs peak+20%\tsingle seeds\texhausted plans peak+20% / forecast\t")
+	for k := 0; k < len(total); k += 2 {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, s := range perSeed {
+			d := ratio(s[k], s[k+1])
+			lo, hi = math.Min(lo, d), math.Max(hi, d)
+		}
+		fmt.Fprintf(tw, "%s\t%+.1f%%\t%+.1f..%+.1f%%\t%d / %d\t\n", total[k].Family, ratio(total[k], total[k+1]), lo, hi, total[k].ExhaustedPlans, total[k+1].ExhaustedPlans)
+	}
+	return tw.Flush()
+}
+
+func withSeed(c backtest.Config, seed uint64) backtest.Config {
+	c.Seed = seed
+	return c
+}
+
+// ratio is the forecast's over-provisioning against peak+20%'s, in percent.
+func ratio(peak, fc backtest.Score) float64 {
+	return 100 * (fc.OverProvisioned/peak.OverProvisioned - 1)
+}
