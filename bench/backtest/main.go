@@ -66,8 +66,7 @@ func run(w io.Writer, families []backtest.Family, seeds int, risk float64, month
 	if monthly {
 		c = backtest.Monthly()
 	}
-	peak := backtest.PeakPlanner{Headroom: 0.2, Retention: 30 * 24 * time.Hour}
-	planners := []backtest.Planner{peak, backtest.ForecastPlanner{Fallback: peak, Options: opts}}
+	planners := backtest.PlannersWith(opts)
 	start := time.Now()
 	// The seeds in parallel, one per CPU: each run is single-threaded.
 	perSeed := make([][]backtest.Score, seeds)

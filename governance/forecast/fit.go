@@ -234,10 +234,9 @@ func fit(h Series, form Form, opts Options) *Model {
 	m.Sigma = mad(r)
 	// The slope's uncertainty, from the scatter of the daily means about
 	// the whole model's daily means.
-	fitted := make([]float64, len(tv))
-	for i := range fitted {
-		fitted[i] = m.value(h.Time(i), 0, 0)
-		if form == Compounding {
+	fitted := m.along(h)
+	if form == Compounding {
+		for i := range fitted {
 			fitted[i] = math.Log(math.Max(fitted[i], 1e-300))
 		}
 	}

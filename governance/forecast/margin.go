@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -31,12 +32,13 @@ import (
 // backtests' first plan after a level shift (14 days of history) ran out
 // for an hour.
 func peakMargin(h Series, m *Model, opts Options) float64 {
-	miss := dailyMisses(h, m)
+	fitted := m.along(h)
+	miss := dailyMisses(h, fitted, m.Form)
 	if len(miss) == 0 {
 		return 0
 	}
 	widen := 1 + 5/float64(len(miss))
-	r := peakResiduals(h, m)
+	r := peakResiduals(h, fitted, m.Form)
 	centre, scale := 0.0, m.Sigma
 	if len(r) >= minPeakResiduals {
 		centre, scale = r.centreAndScale()
@@ -82,10 +84,11 @@ type residual struct {
 
 type residuals []residual
 
-// peakResiduals are the residuals of the history's near-peak hours. The
-// history is read in 7-day blocks counted back from its end, so that a
-// partial block (skipped when a whole one exists) is the oldest.
-func peakResiduals(h Series, m *Model) residuals {
+// peakResiduals are the residuals of the history's near-peak hours
+// (fitted: the model's value at each of h's steps). The history is read
+// in 7-day blocks counted back from its end, so that a partial block
+// (skipped when a whole one exists) is the oldest.
+func peakResiduals(h Series, fitted []float64, form Form) residuals {
 	perDay := int(day / h.Step)
 	perWeek := 7 * perDay
 	var r residuals
@@ -94,15 +97,14 @@ func peakResiduals(h Series, m *Model) residuals {
 		if e-w < perWeek && len(r) > 0 {
 			break
 		}
-		mv := make([]float64, e-w)
+		mv := fitted[w:e]
 		top := 0.0
-		for i := range mv {
-			mv[i] = m.value(h.Time(w+i), 0, 0)
-			top = math.Max(top, mv[i])
+		for _, v := range mv {
+			top = math.Max(top, v)
 		}
 		for i, v := range mv {
 			if a := h.Values[w+i]; !math.IsNaN(a) && v > 0 && v >= nearPeak*top {
-				if x, ok := noise(m.Form, a, v); ok {
+				if x, ok := noise(form, a, v); ok {
 					r = append(r, residual{value: x, day: (w + i) / perDay})
 				}
 			}
@@ -236,24 +238,22 @@ const farBelow = 9
 func normalTail(z float64) float64 { return 0.5 * math.Erfc(z/math.Sqrt2) }
 
 // dailyMisses are how far each day's actual peak rose above the model's
-// peak for the day, in the margin space.
-func dailyMisses(h Series, m *Model) []float64 {
+// peak for the day (fitted: the model's value at each of h's steps), in
+// the margin space.
+func dailyMisses(h Series, fitted []float64, form Form) []float64 {
 	perDay := int(day / h.Step)
 	var miss []float64
 	for i := 0; i < len(h.Values); i += perDay {
-		d := h.Slice(i, min(i+perDay, len(h.Values)))
-		actual := d.Peak()
+		j := min(i+perDay, len(h.Values))
+		actual := h.Slice(i, j).Peak()
 		if math.IsNaN(actual) {
 			continue
 		}
-		fitted := 0.0
-		for j := range d.Values {
-			fitted = math.Max(fitted, m.value(d.Time(j), 0, 0))
-		}
-		if m.Form == Additive {
-			miss = append(miss, actual-fitted)
-		} else if actual > 0 && fitted > 0 {
-			miss = append(miss, math.Log(actual/fitted))
+		peak := slices.Max(fitted[i:j])
+		if form == Additive {
+			miss = append(miss, actual-peak)
+		} else if actual > 0 && peak > 0 {
+			miss = append(miss, math.Log(actual/peak))
 		}
 	}
 	return miss

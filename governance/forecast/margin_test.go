@@ -77,7 +77,7 @@ func TestHeavyTailSwitchesToTheGumbelMargin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := peakResiduals(c.s, m)
+		r := peakResiduals(c.s, m.along(c.s), m.Form)
 		centre, scale := r.centreAndScale()
 		if got := r.heavyTailed(centre, scale); got != c.heavy {
 			t.Errorf("%s (%s): heavy tail %v, want %v", c.name, m, got, c.heavy)

@@ -95,6 +95,15 @@ func (m *Model) value(t time.Time, dTrend, margin float64) float64 {
 	return math.Max(x, 0)
 }
 
+// along is the model's value at each of h's steps.
+func (m *Model) along(h Series) []float64 {
+	v := make([]float64, len(h.Values))
+	for i := range v {
+		v[i] = m.value(h.Time(i), 0, 0)
+	}
+	return v
+}
+
 // noiseMargin turns z noise scales into the margin space.
 func (m *Model) noiseMargin(z float64) float64 {
 	if m.Form == SeasonalMultiplicative {

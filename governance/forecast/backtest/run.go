@@ -61,9 +61,12 @@ func (p ForecastPlanner) Plan(h forecast.Series, from time.Time, horizon time.Du
 
 // Planners are the two compared: today's peak plus 20% over 30 days, and
 // the forecast (falling back to the former on short histories).
-func Planners() []Planner {
+func Planners() []Planner { return PlannersWith(forecast.Options{}) }
+
+// PlannersWith are Planners with the forecast fitted with opts.
+func PlannersWith(opts forecast.Options) []Planner {
 	peak := PeakPlanner{Headroom: 0.2, Retention: 30 * day}
-	return []Planner{peak, ForecastPlanner{Fallback: peak}}
+	return []Planner{peak, ForecastPlanner{Options: opts, Fallback: peak}}
 }
 
 // Config of a run.
