@@ -126,3 +126,37 @@ func TestOptionsOutOfRangeAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// In the additive form the near-peak residuals are read at their block's
+// top: noise that grows with the level (usage's usually does) is as wide
+// there as at the peak, not as at the hours just under it; noise of one
+// size everywhere is overstated by under 1/nearPeak.
+func TestAdditiveScaleIsReadAtThePeak(t *testing.T) {
+	m := &Model{Origin: t0, Step: time.Hour, Form: Additive, Level: 100, Daily: make([]float64, 24), Weekly: make([]float64, 7)}
+	for h := range m.Daily {
+		m.Daily[h] = 20 * cycle(h)
+	}
+	m.Weekly[time.Saturday], m.Weekly[time.Sunday] = -30, -30
+	const top, weeks = 120.0, 200
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct {
+		name   string
+		sd     func(v float64) float64
+		lo, hi float64 // the scale read, in the peak's noise scales
+	}{
+		{"noise growing with the level", func(v float64) float64 { return 0.02 * v }, 0.98, 1.02},
+		{"noise of one size", func(float64) float64 { return 2.4 }, 0.98, 1 / nearPeak},
+	} {
+		s := Series{Start: t0, Step: time.Hour, Values: make([]float64, weeks*7*24)}
+		for i := range s.Values {
+			v := m.value(s.Time(i), 0, 0)
+			s.Values[i] = v + c.sd(v)*r.NormFloat64()
+		}
+		_, scale := peakResiduals(s, m.along(s), m.Form).centreAndScale()
+		got := scale / c.sd(top)
+		t.Logf("%s: scale %.3f, %.3f of the peak's", c.name, scale, got)
+		if got < c.lo || got > c.hi {
+			t.Errorf("%s: scale %.3f of the peak's noise, want %.2f to %.2f", c.name, got, c.lo, c.hi)
+		}
+	}
+}
