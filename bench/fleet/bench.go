@@ -77,7 +77,7 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	directBegan, cpu0 := time.Now(), procstat.SampleCPU(b.pids())
 	profiled := b.profile(ctx, fmt.Sprintf("direct-%d", n), map[string]*controlplane.ControlPlane{"direct": b.direct.ControlPlane})
 	wait := watchReady(ctx, map[string]client.WithWatch{"direct": dc}, ns, n, 2)
-	created, err := create(ctx, dc, ns, n)
+	created, err := create(ctx, dc, ns, n, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,79 @@ func (b *bench) compare(ctx context.Context, n int) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []row{direct, one, divided}, nil
+	both, err := b.membersDirect(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return []row{direct, one, divided, both}, nil
+}
+
+// bothDirectly is the mode of membersDirect's row.
+const bothDirectly = "east and west directly"
+
+// membersDirect applies n services of one replica straight to east and to
+// west at once (spreading a service over two clusters without a fleet: an
+// apply to each), and times each from its first create to Ready in both.
+// Both members then do the divided run's work on the same CPUs, without
+// the fleet's layer: the divided row's anchor in its own topology.
+func (b *bench) membersDirect(ctx context.Context, n int) (row, error) {
+	ns := fmt.Sprintf("members-direct-%d", n)
+	servers := map[string]*rest.Config{}
+	members := map[string]client.WithWatch{}
+	for _, m := range b.f.Members {
+		c, err := newClient(m.Config)
+		if err != nil {
+			return row{}, err
+		}
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return row{}, err
+		}
+		servers[m.Name], members[m.Name] = m.Config, c
+	}
+	before, err := requests(ctx, servers)
+	if err != nil {
+		return row{}, err
+	}
+	if err := b.pin(); err != nil {
+		return row{}, err
+	}
+	title := fmt.Sprintf("%d services to east and west directly:", n)
+	began, cpu := time.Now(), procstat.SampleCPU(b.pids())
+	wait := watchReady(ctx, members, ns, n, 1)
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	var first error
+	var wg sync.WaitGroup
+	for _, c := range members {
+		wg.Go(func() {
+			at, err := create(ctx, c, ns, n, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			for name, t := range at {
+				if was, ok := created[name]; !ok || t.Before(was) {
+					created[name] = t
+				}
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return row{}, first
+	}
+	readyAt, err := wait()
+	if err != nil {
+		return row{}, fmt.Errorf("%s: %w", bothDirectly, err)
+	}
+	procstat.PrintCPU(os.Stdout, title, cpu, procstat.SampleCPU(b.pids()), time.Since(began), time.Second)
+	after, err := requests(ctx, servers)
+	if err != nil {
+		return row{}, err
+	}
+	printTopRequests(title, before, after, n, 8)
+	return summarize(bothDirectly, n, created, readyAt, before, after), nil
 }
 
 // viaFleet applies n services at the fleet in namespace prefix-n, placed
@@ -155,7 +227,7 @@ func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, cluste
 		"karmada": b.f.Karmada.ControlPlane, "east": b.f.Member("east").ControlPlane})
 	waitMembers := watchReady(ctx, members, ns, n, int32(2/len(clusters)))
 	waitFleet := watchReady(ctx, map[string]client.WithWatch{"fleet": fc}, ns, n, 2)
-	created, err := create(ctx, fc, ns, n)
+	created, err := create(ctx, fc, ns, n, 2)
 	if err != nil {
 		return row{}, err
 	}
@@ -183,9 +255,9 @@ func (b *bench) viaFleet(ctx context.Context, n int, mode, prefix string, cluste
 	return r, nil
 }
 
-// create makes n TrellisServices of 2 replicas, 8 at a time, and returns
-// when each create was sent.
-func create(ctx context.Context, c client.Client, ns string, n int) (map[string]time.Time, error) {
+// create makes n TrellisServices of replicas replicas, 8 at a time, and
+// returns when each create was sent.
+func create(ctx context.Context, c client.Client, ns string, n int, replicas int32) (map[string]time.Time, error) {
 	out := make(map[string]time.Time, n)
 	var mu sync.Mutex
 	var first error
@@ -194,7 +266,7 @@ func create(ctx context.Context, c client.Client, ns string, n int) (map[string]
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				s := gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns), gen.WithReplicas(2))
+				s := gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns), gen.WithReplicas(replicas))
 				s.UID = ""
 				at := time.Now()
 				err := c.Create(ctx, s)
@@ -486,12 +558,26 @@ func printRows(rows []row) {
 			r.max.Round(10*time.Millisecond), agg, strings.Join(reqs, ", "))
 	}
 	_ = tw.Flush()
-	var direct row
+	direct, both := map[int]row{}, map[int]row{}
 	for _, r := range rows {
-		if r.mode == "direct" {
-			direct = r
-			continue
+		switch r.mode {
+		case "direct":
+			direct[r.n] = r
+		case bothDirectly:
+			both[r.n] = r
 		}
-		fmt.Printf("%d services: %s p99 / direct p99 = %.2f (goal <= 2)\n", r.n, r.mode, float64(r.p99)/float64(direct.p99))
+	}
+	for _, r := range rows {
+		d := direct[r.n]
+		switch r.mode {
+		case "direct":
+		case bothDirectly:
+			fmt.Printf("%d services: %s p99 / direct p99 = %.2f (the members' own work on their CPUs)\n", r.n, r.mode, float64(r.p99)/float64(d.p99))
+		default:
+			fmt.Printf("%d services: %s p99 / direct p99 = %.2f (goal <= 2)\n", r.n, r.mode, float64(r.p99)/float64(d.p99))
+		}
+		if b, ok := both[r.n]; ok && r.mode == "fleet, divided" {
+			fmt.Printf("%d services: %s p99 / %s p99 = %.2f (the fleet's layer over the same members' work)\n", r.n, r.mode, bothDirectly, float64(r.p99)/float64(b.p99))
+		}
 	}
 }

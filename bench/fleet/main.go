@@ -67,14 +67,15 @@ func main() {
 		}
 		o.counts = append(o.counts, n)
 	}
-	// east holds every run's services placed on it alone (2 pods each)
-	// and its half of the divided ones: 3 pods a service, none deleted
-	// between runs; 110 pods a node, one node spare.
+	// east holds every run's services placed on it alone (2 pods each),
+	// its half of the divided ones and one replica of those applied to
+	// east and west directly: 4 pods a service, none deleted between
+	// runs; 110 pods a node, one node spare.
 	total := 0
 	for _, n := range o.counts {
 		total += n
 	}
-	o.nodes = max(o.nodes, (3*total+109)/110+1)
+	o.nodes = max(o.nodes, (4*total+109)/110+1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
