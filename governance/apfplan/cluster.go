@@ -18,7 +18,7 @@ import (
 )
 
 // CapacityOf reads the cluster's capacity: the shares of its Limited
-// priority levels from the API, and the server's seats as the sum of their
+// priority levels and the shared level's queuing from the API, and the server's seats as the sum of their
 // nominal limits (apiserver_flowcontrol_nominal_limit_seats, from the
 // apiserver's /metrics, which needs a client allowed to read it).
 func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
@@ -30,6 +30,9 @@ func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
 	for _, pl := range pls.Items {
 		if pl.Spec.Type == flowcontrolv1.PriorityLevelEnablementLimited && pl.Spec.Limited != nil && pl.Spec.Limited.NominalConcurrencyShares != nil {
 			cap.Shares[pl.Name] = *pl.Spec.Limited.NominalConcurrencyShares
+		}
+		if q := pl.Spec.Limited; pl.Name == TenantsLevel && q != nil && q.LimitResponse.Queuing != nil {
+			cap.Queues, cap.HandSize = q.LimitResponse.Queuing.Queues, q.LimitResponse.Queuing.HandSize
 		}
 	}
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)

@@ -332,3 +332,44 @@ func label(line, name string) string {
 	rest := line[i+len(name)+2:]
 	return rest[:strings.IndexByte(rest, '"')]
 }
+
+// A proposal that raises the shared level's queues writes them with
+// server-side apply on the addon's level: the queues change, the addon's
+// hand size and queue length stay, and the apiserver takes the object.
+func TestIntegrationApplyRaisesTheSharedQueues(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{})
+	ctx := context.Background()
+	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
+	capNow, err := apfplan.CapacityOf(ctx, cp.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capNow.Queues != apfplan.AddonQueues || capNow.HandSize != apfplan.AddonHandSize {
+		t.Fatalf("the addon's shared level has %d queues of hand %d, want %d of %d", capNow.Queues, capNow.HandSize, apfplan.AddonQueues, apfplan.AddonHandSize)
+	}
+	var demands []apfplan.Demand
+	for i := range 12 {
+		demands = append(demands, apfplan.Demand{Namespace: fmt.Sprintf("team-%02d", i), Recent: 1, Forecast: 3})
+	}
+	for i := range 30 {
+		demands = append(demands, apfplan.Demand{Namespace: fmt.Sprintf("quiet-%02d", i), Recent: 0.1, Forecast: 0.1})
+	}
+	p := apfplan.Propose(capNow, demands, apfplan.Options{})
+	shared := p.Levels[0]
+	t.Logf("capacity %d seats; proposal: %s", capNow.ServerSeats, strings.SplitN(p.String(), "\n", 2)[0])
+	if shared.Queues <= apfplan.AddonQueues {
+		t.Fatalf("12 heavy tenants: %d queues proposed, want more than the addon's %d", shared.Queues, apfplan.AddonQueues)
+	}
+	if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := cp.Client.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, apfplan.TenantsLevel, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pl.Spec.Limited.LimitResponse.Queuing
+	if q == nil || q.Queues != shared.Queues || q.HandSize != apfplan.AddonHandSize || q.QueueLengthLimit != 50 || *pl.Spec.Limited.NominalConcurrencyShares != shared.Shares {
+		t.Errorf("the shared level after the apply: shares %d, queuing %+v; want %d shares, %d queues, the addon's hand %d and queue length 50",
+			*pl.Spec.Limited.NominalConcurrencyShares, q, shared.Shares, shared.Queues, apfplan.AddonHandSize)
+	}
+}

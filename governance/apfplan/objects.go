@@ -1,6 +1,7 @@
 package apfplan
 
 import (
+	"cmp"
 	"maps"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -19,15 +20,20 @@ const Precedence = 8400
 // The shared level's queuing is the addon's; a dedicated level serves one
 // namespace, one flow, so it has one queue, and it does not borrow: a
 // tenant past its forecast waits in its own queue.
-// On the shared level, only the shares are written (as a partial object
-// for server-side apply): the rest stays the addon's.
+// On the shared level, only the shares are written, and its queues when
+// the proposal changes them (as a partial object for server-side apply):
+// the rest stays the addon's.
 func (p Proposal) Objects() (levels []any, schemas []*flowcontrolv1.FlowSchema) {
 	for _, l := range p.Levels {
 		if l.Name == TenantsLevel {
+			limited := map[string]any{"nominalConcurrencyShares": l.Shares}
+			if today := cmp.Or(p.Capacity.Queues, AddonQueues); l.Queues > today {
+				limited["limitResponse"] = map[string]any{"type": "Queue", "queuing": map[string]any{"queues": l.Queues}}
+			}
 			levels = append(levels, map[string]any{
 				"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
 				"metadata": map[string]any{"name": l.Name},
-				"spec":     map[string]any{"type": "Limited", "limited": map[string]any{"nominalConcurrencyShares": l.Shares}},
+				"spec":     map[string]any{"type": "Limited", "limited": limited},
 			})
 		}
 		pl := &flowcontrolv1.PriorityLevelConfiguration{

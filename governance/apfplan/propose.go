@@ -35,7 +35,19 @@ type Capacity struct {
 	// Shares are the nominalConcurrencyShares of every Limited priority
 	// level, by name.
 	Shares map[string]int32 `json:"shares"`
+	// Queues and HandSize are the shared level's queuing (0: the addon's,
+	// AddonQueues and AddonHandSize).
+	Queues   int32 `json:"queues,omitempty"`
+	HandSize int32 `json:"handSize,omitempty"`
 }
+
+// AddonQueues and AddonHandSize are the trellis-flowcontrol addon's
+// queuing for the shared level; MaxQueues is APF's largest.
+const (
+	AddonQueues   = 128
+	AddonHandSize = 6
+	MaxQueues     = 512
+)
 
 // Seats is a level's nominal seats: the server's seats times its share of
 // all shares (APF rounds up).
@@ -72,6 +84,10 @@ type Options struct {
 	// tenant that would fill half of it on its own is a tenant the others
 	// wait behind at its peak.
 	DedicateAbove float64
+	// MaxCrowding is the largest chance a steady tenant of the shared
+	// level may have of every queue of its hand being one a heavy
+	// tenant's requests wait in (0.001; see queuesFor).
+	MaxCrowding float64
 }
 
 // Level is a proposed priority level's size.
@@ -82,6 +98,15 @@ type Level struct {
 	Need   float64 `json:"needSeats"`
 	// Tenants are the namespaces whose FlowSchemas point at it.
 	Tenants []string `json:"tenants"`
+	// The shared level's queuing: its queues, its hand size, how many of
+	// its tenants' forecasts exceed their fair share of its seats (heavy),
+	// and the chance that a steady tenant's hand is all their queues.
+	Queues   int32   `json:"queues,omitempty"`
+	HandSize int32   `json:"handSize,omitempty"`
+	Heavy    int     `json:"heavyTenants,omitempty"`
+	Crowding float64 `json:"crowding,omitempty"`
+	// Crowded: APF's most queues leave Crowding above Options.MaxCrowding.
+	Crowded bool `json:"crowded,omitempty"`
 }
 
 // Proposal is the API capacity to review and apply.
@@ -106,6 +131,9 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 	}
 	if o.DedicateAbove == 0 {
 		o.DedicateAbove = 0.5
+	}
+	if o.MaxCrowding == 0 {
+		o.MaxCrowding = 0.001
 	}
 	ds := append([]Demand(nil), demands...)
 	sort.Slice(ds, func(i, j int) bool {
@@ -164,7 +192,63 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 			p.Fits = false
 		}
 	}
+	queuesFor(&levels[0], c, ds, o)
 	p.Levels = levels
+	return p
+}
+
+// queuesFor sizes the shared level's queues. Fair queuing deals each flow
+// (a namespace) a hand of HandSize of the level's queues, and a request
+// waits in the shortest queue of its hand: a heavy tenant, one whose
+// forecast needs more than its fair share of the level's seats, fills
+// every queue of its hand, and a steady tenant waits behind heavy ones only
+// when its whole hand is theirs (crowding). The queues are today's,
+// doubled (up to APF's 512) until that chance is at most MaxCrowding; the
+// hand size stays.
+func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
+	l.Queues, l.HandSize = c.Queues, c.HandSize
+	if l.Queues == 0 {
+		l.Queues = AddonQueues
+	}
+	if l.HandSize == 0 {
+		l.HandSize = AddonHandSize
+	}
+	if len(l.Tenants) == 0 {
+		return
+	}
+	fair := l.Seats / float64(len(l.Tenants))
+	in := map[string]bool{}
+	for _, ns := range l.Tenants {
+		in[ns] = true
+	}
+	for _, d := range ds {
+		if in[d.Namespace] && d.Forecast*(1+o.Headroom) > fair {
+			l.Heavy++
+		}
+	}
+	for {
+		l.Crowding = crowding(l.Heavy, int(l.HandSize), int(l.Queues))
+		if l.Crowding <= o.MaxCrowding {
+			return
+		}
+		if l.Queues >= MaxQueues {
+			l.Crowded = true
+			return
+		}
+		l.Queues = min(2*l.Queues, MaxQueues)
+	}
+}
+
+// crowding is the chance that a hand of h of q queues lies within the
+// queues that heavy flows' hands hold: H random hands cover
+// U = q·(1-(1-h/q)^H) of them on average, and a hand falls within U with
+// chance C(U,h)/C(q,h).
+func crowding(heavy, h, q int) float64 {
+	u := float64(q) * (1 - math.Pow(1-float64(h)/float64(q), float64(heavy)))
+	p := 1.0
+	for i := range h {
+		p *= math.Max(u-float64(i), 0) / float64(q-i)
+	}
 	return p
 }
 
@@ -173,7 +257,14 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 func (p Proposal) String() string {
 	var s string
 	for _, l := range p.Levels {
-		s += fmt.Sprintf("%s: %d shares, %.0f seats for a need of %.1f (%d tenants)\n", l.Name, l.Shares, l.Seats, l.Need, len(l.Tenants))
+		s += fmt.Sprintf("%s: %d shares, %.0f seats for a need of %.1f (%d tenants)", l.Name, l.Shares, l.Seats, l.Need, len(l.Tenants))
+		if l.Queues > 0 {
+			s += fmt.Sprintf("; %d queues, hand %d", l.Queues, l.HandSize)
+		}
+		if l.Heavy > 0 {
+			s += fmt.Sprintf(" (%d heavy tenants: a steady one's hand all theirs with chance %.2g)", l.Heavy, l.Crowding)
+		}
+		s += "\n"
 	}
 	for _, d := range p.Demands {
 		s += fmt.Sprintf("  %s: seats %.1f -> %.1f", d.Namespace, d.Recent, d.Forecast)
@@ -183,6 +274,9 @@ func (p Proposal) String() string {
 			}
 		}
 		s += "\n"
+	}
+	if l := p.Levels; len(l) > 0 && l[0].Crowded {
+		s += fmt.Sprintf("%d heavy tenants crowd the shared level's %d queues: give the heaviest levels of their own\n", l[0].Heavy, l[0].Queues)
 	}
 	if !p.Fits {
 		s += fmt.Sprintf("the forecast does not fit the server's %d seats: raise --max-requests-inflight or add apiservers\n", p.Capacity.ServerSeats)

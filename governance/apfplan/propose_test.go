@@ -1,8 +1,11 @@
 package apfplan
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
@@ -80,4 +83,82 @@ func anys[T any](xs []T) []any {
 		out[i] = x
 	}
 	return out
+}
+
+// Many tenants above their fair share of the shared level crowd its
+// queues: the proposal doubles them until a steady tenant's hand is all
+// heavy tenants' queues with chance at most 0.001, and says so when APF's
+// 512 queues are not enough.
+func TestProposeSizesTheSharedQueues(t *testing.T) {
+	demands := func(heavy, steady int) []Demand {
+		var ds []Demand
+		for i := range heavy {
+			ds = append(ds, Demand{Namespace: fmt.Sprintf("heavy-%02d", i), Recent: 1, Forecast: 6})
+		}
+		for i := range steady {
+			ds = append(ds, Demand{Namespace: fmt.Sprintf("steady-%02d", i), Recent: 0.1, Forecast: 0.1})
+		}
+		return ds
+	}
+	for _, c := range []struct {
+		heavy   int
+		queues  int32
+		crowded bool
+	}{{0, 128, false}, {2, 128, false}, {10, 256, false}, {30, 512, false}, {90, 512, true}} {
+		p := Propose(defaults(), demands(c.heavy, 30), Options{})
+		shared := p.Levels[0]
+		t.Logf("%d heavy: %s", c.heavy, strings.SplitN(p.String(), "\n", 2)[0])
+		if len(p.Levels) != 1 || shared.Heavy != c.heavy || shared.Queues != c.queues || shared.HandSize != AddonHandSize || shared.Crowded != c.crowded {
+			t.Errorf("%d heavy tenants: %d levels, shared %+v; want one level, %d heavy, %d queues of hand %d, crowded %v", c.heavy, len(p.Levels), shared, c.heavy, c.queues, AddonHandSize, c.crowded)
+		}
+		if !c.crowded && shared.Crowding > 0.001 {
+			t.Errorf("%d heavy tenants: crowding %.4f with %d queues, want at most 0.001", c.heavy, shared.Crowding, shared.Queues)
+		}
+		levels, _ := p.Objects()
+		_, hasQueues := levels[0].(map[string]any)["spec"].(map[string]any)["limited"].(map[string]any)["limitResponse"]
+		if hasQueues != (c.queues > AddonQueues) {
+			t.Errorf("%d heavy tenants: the shared level's object sets queues %v, want %v", c.heavy, hasQueues, c.queues > AddonQueues)
+		}
+	}
+}
+
+// crowding matches shuffle sharding drawn at random: heavy flows' hands,
+// then a steady flow's, all of h distinct queues.
+func TestCrowdingMatchesShuffleSharding(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const hand, draws = 6, 40000
+	deal := func(queues []int) []int { // a partial Fisher-Yates shuffle
+		for i := range hand {
+			j := i + r.IntN(len(queues)-i)
+			queues[i], queues[j] = queues[j], queues[i]
+		}
+		return queues[:hand]
+	}
+	for _, c := range []struct{ heavy, queues int }{{10, 128}, {15, 128}, {30, 256}} {
+		deck := make([]int, c.queues)
+		for i := range deck {
+			deck[i] = i
+		}
+		crowded := 0
+		held := make([]int, c.queues)
+		for d := 1; d <= draws; d++ {
+			for range c.heavy {
+				for _, q := range deal(deck) {
+					held[q] = d
+				}
+			}
+			all := true
+			for _, q := range deal(deck) {
+				all = all && held[q] == d
+			}
+			if all {
+				crowded++
+			}
+		}
+		got, want := float64(crowded)/draws, crowding(c.heavy, hand, c.queues)
+		t.Logf("%d heavy flows, %d queues: %.5f of hands crowded, crowding %.5f", c.heavy, c.queues, got, want)
+		if tol := 4*math.Sqrt(want/draws) + 0.2*want; math.Abs(got-want) > tol {
+			t.Errorf("%d heavy flows, %d queues: %.5f of hands crowded, want crowding's %.5f±%.5f", c.heavy, c.queues, got, want, tol)
+		}
+	}
 }
