@@ -38,6 +38,10 @@ type phase struct {
 	maxQueued     map[string]float64 // priority level / flow schema -> largest in-queue count seen
 	othersRefused int64
 	refusal       string
+	// outgrew is when the grown tenant's level first queued a request of
+	// its, and how many creators it ran then.
+	outgrew         time.Duration
+	outgrewCreators int
 }
 
 func (p phase) queued(level, schema string) float64 { return p.maxQueued[level+"/"+schema] }
@@ -83,7 +87,7 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 		tenants[ns] = cfg
 	}
 
-	without := runPhase(t, cp, tenants, "addon only")
+	without := runPhase(t, cp, tenants, "addon only", apfplan.TenantsLevel+"/"+apfplan.TenantsLevel)
 
 	capNow, err := apfplan.CapacityOf(ctx, cp.Client)
 	if err != nil {
@@ -128,7 +132,7 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dispatched(t, cp.Client)
-	with := runPhase(t, cp, tenants, "with the proposal")
+	with := runPhase(t, cp, tenants, "with the proposal", apfplan.Prefix+"team-grow/"+apfplan.SchemaName("team-grow", apfplan.Mutating))
 	// A few lists beside the creates: the watch class's.
 	const lists = 5
 	grow := kubernetes.NewForConfigOrDie(tenants["team-grow"])
@@ -146,16 +150,24 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 		delta(apfplan.Mutating), with.grownDone, delta(apfplan.Read), delta(apfplan.Watch), lists)
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tsteady tenants' creates\tp50\tp99\tmax\tgrown tenant's creates\tp99\tmost queued in trellis-tenants\tmost queued in team-grow's level")
+	fmt.Fprintln(tw, "phase\tsteady tenants' creates\tp50\tp99\tmax\tgrown tenant's creates\tp99\tits requests first queued\tmost queued in trellis-tenants\tmost queued in team-grow's level")
 	for _, ph := range []phase{without, with} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%.0f\t%.0f\n", ph.name, len(ph.others),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s (%d creators)\t%.0f\t%.0f\n", ph.name, len(ph.others),
 			loadtest.Percentile(ph.others, 0.5).Round(time.Millisecond), loadtest.Percentile(ph.others, 0.99).Round(time.Millisecond), loadtest.Percentile(ph.others, 1).Round(time.Millisecond),
-			ph.grownDone, loadtest.Percentile(ph.grown, 0.99).Round(time.Millisecond), ph.queuedAt(apfplan.TenantsLevel), ph.queuedAt(apfplan.Prefix+"team-grow"))
+			ph.grownDone, loadtest.Percentile(ph.grown, 0.99).Round(time.Millisecond), ph.outgrew.Round(100*time.Millisecond), ph.outgrewCreators,
+			ph.queuedAt(apfplan.TenantsLevel), ph.queuedAt(apfplan.Prefix+"team-grow"))
 	}
 	tw.Flush()
 
 	if q := without.queued(apfplan.TenantsLevel, apfplan.TenantsLevel); q < 5 {
 		t.Errorf("addon only: at most %.0f requests queued in the shared level; the grown tenant's load should queue there", q)
+	}
+	// The tenant grows into queueing: not from its first creators, and
+	// before the ramp ends.
+	for _, ph := range []phase{without, with} {
+		if ph.outgrewCreators < 2 || ph.outgrewCreators >= growCreators {
+			t.Errorf("%s: team-grow's requests first queued at %d creators, want it to outgrow its level during the ramp (2 to %d)", ph.name, ph.outgrewCreators, growCreators-1)
+		}
 	}
 	// The apiserver counted team-grow's creates under its mutating schema
 	// and its lists under its watch schema, none under the others.
@@ -205,12 +217,23 @@ func seatsHistory(now time.Time) apfplan.History {
 	return h
 }
 
-// runPhase puts 24 back-to-back creators on team-grow and one create every
-// 100 ms from each of two creators in team-a and team-b, for 15 s, while a
-// sampler reads the apiserver's in-queue counts every 100 ms.
-func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config, name string) phase {
+// The grown tenant's load: growCreators back-to-back creators, one more
+// every growEvery, then held until the phase ends.
+const (
+	growCreators = 24
+	growEvery    = 400 * time.Millisecond
+	phaseLength  = 15 * time.Second
+)
+
+// runPhase grows team-grow's load from one back-to-back creator to
+// growCreators, one more every growEvery, beside one create every 100 ms
+// from each of two creators in team-a and team-b, for phaseLength, while a
+// sampler reads the apiserver's in-queue counts every 100 ms and notes
+// when the grown tenant's requests first queue (at growQueue, "priority
+// level/flow schema").
+func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.Config, name, growQueue string) phase {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), phaseLength)
 	defer cancel()
 	ph := phase{name: name, maxQueued: map[string]float64{}}
 	var mu sync.Mutex
@@ -223,19 +246,33 @@ func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.C
 		return time.Since(start), err
 	}
 	grow := kubernetes.NewForConfigOrDie(tenants["team-grow"])
-	for range 24 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				d, err := create(grow, "team-grow")
-				if err == nil {
-					mu.Lock()
-					ph.grown = append(ph.grown, d)
-					ph.grownDone++
-					mu.Unlock()
+	began := time.Now()
+	creators := 0
+	wg.Go(func() {
+		tick := time.NewTicker(growEvery)
+		defer tick.Stop()
+		for range growCreators {
+			mu.Lock()
+			creators++
+			mu.Unlock()
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					d, err := create(grow, "team-grow")
+					if err == nil {
+						mu.Lock()
+						ph.grown = append(ph.grown, d)
+						ph.grownDone++
+						mu.Unlock()
+					}
 				}
+			})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
 			}
-		})
-	}
+		}
+	})
 	for _, ns := range []string{"team-a", "team-b"} {
 		c := kubernetes.NewForConfigOrDie(tenants[ns])
 		for range 2 {
@@ -268,6 +305,9 @@ func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.C
 				mu.Lock()
 				for k, v := range q {
 					ph.maxQueued[k] = math.Max(ph.maxQueued[k], v)
+				}
+				if q[growQueue] > 0 && ph.outgrewCreators == 0 {
+					ph.outgrew, ph.outgrewCreators = time.Since(began), creators
 				}
 				mu.Unlock()
 			}
