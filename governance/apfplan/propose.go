@@ -105,7 +105,8 @@ type Level struct {
 	HandSize int32   `json:"handSize,omitempty"`
 	Heavy    int     `json:"heavyTenants,omitempty"`
 	Crowding float64 `json:"crowding,omitempty"`
-	// Crowded: APF's most queues leave Crowding above Options.MaxCrowding.
+	// Crowded: the most queues APF takes for the hand size leave Crowding
+	// above Options.MaxCrowding.
 	Crowded bool `json:"crowded,omitempty"`
 }
 
@@ -203,8 +204,9 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 // forecast needs more than its fair share of the level's seats, fills
 // every queue of its hand, and a steady tenant waits behind heavy ones only
 // when its whole hand is theirs (crowding). The queues are today's,
-// doubled (up to APF's 512) until that chance is at most MaxCrowding; the
-// hand size stays.
+// doubled (up to APF's 512, and as far as the hand size lets the
+// apiserver take them) until that chance is at most MaxCrowding; the hand
+// size stays.
 func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
 	l.Queues, l.HandSize = c.Queues, c.HandSize
 	if l.Queues == 0 {
@@ -231,13 +233,18 @@ func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
 		if l.Crowding <= o.MaxCrowding {
 			return
 		}
-		if l.Queues >= MaxQueues {
+		next := min(2*l.Queues, MaxQueues)
+		if next == l.Queues || math.Log2(float64(next))*float64(l.HandSize) > maxHashBits {
 			l.Crowded = true
 			return
 		}
-		l.Queues = min(2*l.Queues, MaxQueues)
+		l.Queues = next
 	}
 }
+
+// maxHashBits bounds APF's shuffle sharding: a level's hand size times
+// log2 of its queues may not exceed it (the apiserver refuses the level).
+const maxHashBits = 60
 
 // crowding is the chance that a hand of h of q queues lies within the
 // queues that heavy flows' hands hold: H random hands cover

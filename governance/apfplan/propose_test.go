@@ -115,10 +115,29 @@ func TestProposeSizesTheSharedQueues(t *testing.T) {
 			t.Errorf("%d heavy tenants: crowding %.4f with %d queues, want at most 0.001", c.heavy, shared.Crowding, shared.Queues)
 		}
 		levels, _ := p.Objects()
+		if hand := AddonHandSize; math.Log2(float64(shared.Queues))*float64(hand) > 60 {
+			t.Errorf("%d heavy tenants: %d queues of hand %d, more than the apiserver takes", c.heavy, shared.Queues, hand)
+		}
 		_, hasQueues := levels[0].(map[string]any)["spec"].(map[string]any)["limited"].(map[string]any)["limitResponse"]
 		if hasQueues != (c.queues > AddonQueues) {
 			t.Errorf("%d heavy tenants: the shared level's object sets queues %v, want %v", c.heavy, hasQueues, c.queues > AddonQueues)
 		}
+	}
+}
+
+// A hand of 8 (Kubernetes' default) takes at most 128 queues: 8·log2(256)
+// is over APF's 60 bits, so the proposal stops there and says so.
+func TestProposeKeepsQueuesTheApiserverTakes(t *testing.T) {
+	c := defaults()
+	c.Queues, c.HandSize = 64, 8
+	var ds []Demand
+	for i := range 30 {
+		ds = append(ds, Demand{Namespace: fmt.Sprintf("heavy-%02d", i), Recent: 1, Forecast: 6},
+			Demand{Namespace: fmt.Sprintf("steady-%02d", i), Recent: 0.1, Forecast: 0.1})
+	}
+	p := Propose(c, ds, Options{})
+	if l := p.Levels[0]; l.Queues != 128 || l.HandSize != 8 || !l.Crowded || !strings.Contains(p.String(), "crowd the shared level's 128 queues") {
+		t.Errorf("hand 8: %d queues, hand %d, crowded %v; want 128 queues, crowded", l.Queues, l.HandSize, l.Crowded)
 	}
 }
 
