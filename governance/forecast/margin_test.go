@@ -7,15 +7,22 @@ import (
 	"time"
 )
 
-// The Gaussian margin is exact for the model it assumes: weeks drawn from
-// that model (a daily cycle, weekends lower, Gaussian noise each hour) rise
-// above their days' peaks plus the margin in a Risk share of them.
-func TestGaussianMarginHoldsItsRisk(t *testing.T) {
+// weekdayModel is an additive model at level 100: a daily cycle of ±20
+// peaking at 15:00 and weekends 30 lower (its top is 120).
+func weekdayModel() *Model {
 	m := &Model{Origin: t0, Step: time.Hour, Form: Additive, Level: 100, Daily: make([]float64, 24), Weekly: make([]float64, 7)}
 	for h := range m.Daily {
 		m.Daily[h] = 20 * cycle(h)
 	}
 	m.Weekly[time.Saturday], m.Weekly[time.Sunday] = -30, -30
+	return m
+}
+
+// The Gaussian margin is exact for the model it assumes: weeks drawn from
+// that model (a daily cycle, weekends lower, Gaussian noise each hour) rise
+// above their days' peaks plus the margin in a Risk share of them.
+func TestGaussianMarginHoldsItsRisk(t *testing.T) {
+	m := weekdayModel()
 	const sd, weeks = 2.0, 20000
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, risk := range []float64{0.2, 0.05} {
@@ -132,11 +139,7 @@ func TestOptionsOutOfRangeAreRefused(t *testing.T) {
 // there as at the peak, not as at the hours just under it; noise of one
 // size everywhere is overstated by under 1/nearPeak.
 func TestAdditiveScaleIsReadAtThePeak(t *testing.T) {
-	m := &Model{Origin: t0, Step: time.Hour, Form: Additive, Level: 100, Daily: make([]float64, 24), Weekly: make([]float64, 7)}
-	for h := range m.Daily {
-		m.Daily[h] = 20 * cycle(h)
-	}
-	m.Weekly[time.Saturday], m.Weekly[time.Sunday] = -30, -30
+	m := weekdayModel()
 	const top, weeks = 120.0, 200
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, c := range []struct {
