@@ -31,8 +31,11 @@ func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
 		if pl.Spec.Type == flowcontrolv1.PriorityLevelEnablementLimited && pl.Spec.Limited != nil && pl.Spec.Limited.NominalConcurrencyShares != nil {
 			cap.Shares[pl.Name] = *pl.Spec.Limited.NominalConcurrencyShares
 		}
-		if q := pl.Spec.Limited; pl.Name == TenantsLevel && q != nil && q.LimitResponse.Queuing != nil {
-			cap.Queues, cap.HandSize = q.LimitResponse.Queuing.Queues, q.LimitResponse.Queuing.HandSize
+		if q := pl.Spec.Limited; pl.Name == TenantsLevel && q != nil {
+			if q.LimitResponse.Queuing != nil {
+				cap.Queues, cap.HandSize = q.LimitResponse.Queuing.Queues, q.LimitResponse.Queuing.HandSize
+			}
+			cap.SharedRejects = q.LimitResponse.Type == flowcontrolv1.LimitResponseTypeReject
 		}
 	}
 	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)

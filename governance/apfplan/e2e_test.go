@@ -380,6 +380,9 @@ func label(line, name string) string {
 // A proposal that raises the shared level's queues writes them with
 // server-side apply on the addon's level: the queues change, the addon's
 // hand size and queue length stay, and the apiserver takes the object.
+// The next plan, made from the raised level, keeps them (it sends the
+// queues again: a field server-side apply no longer receives from its one
+// owner would fall back to the apiserver's default of 64).
 func TestIntegrationApplyRaisesTheSharedQueues(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{})
 	ctx := context.Background()
@@ -404,16 +407,24 @@ func TestIntegrationApplyRaisesTheSharedQueues(t *testing.T) {
 	if shared.Queues <= apfplan.AddonQueues {
 		t.Fatalf("12 heavy tenants: %d queues proposed, want more than the addon's %d", shared.Queues, apfplan.AddonQueues)
 	}
-	if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
-		t.Fatal(err)
-	}
-	pl, err := cp.Client.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, apfplan.TenantsLevel, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := pl.Spec.Limited.LimitResponse.Queuing
-	if q == nil || q.Queues != shared.Queues || q.HandSize != apfplan.AddonHandSize || q.QueueLengthLimit != 50 || *pl.Spec.Limited.NominalConcurrencyShares != shared.Shares {
-		t.Errorf("the shared level after the apply: shares %d, queuing %+v; want %d shares, %d queues, the addon's hand %d and queue length 50",
-			*pl.Spec.Limited.NominalConcurrencyShares, q, shared.Shares, shared.Queues, apfplan.AddonHandSize)
+	for _, plan := range []string{"first", "next"} {
+		if plan == "next" {
+			if capNow, err = apfplan.CapacityOf(ctx, cp.Client); err != nil {
+				t.Fatal(err)
+			}
+			p = apfplan.Propose(capNow, demands, apfplan.Options{})
+		}
+		if err := apfplan.Apply(ctx, cp.Client, p); err != nil {
+			t.Fatal(err)
+		}
+		pl, err := cp.Client.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, apfplan.TenantsLevel, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := pl.Spec.Limited.LimitResponse.Queuing
+		if q == nil || q.Queues != shared.Queues || q.HandSize != apfplan.AddonHandSize || q.QueueLengthLimit != 50 || *pl.Spec.Limited.NominalConcurrencyShares != shared.Shares {
+			t.Errorf("the shared level after the %s plan's apply: shares %d, queuing %+v; want %d shares, %d queues, the addon's hand %d and queue length 50",
+				plan, *pl.Spec.Limited.NominalConcurrencyShares, q, shared.Shares, shared.Queues, apfplan.AddonHandSize)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package apfplan
 
 import (
-	"cmp"
 	"maps"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -20,14 +19,17 @@ const Precedence = 8400
 // The shared level's queuing is the addon's; a dedicated level serves one
 // namespace, one flow, so it has one queue, and it does not borrow: a
 // tenant past its forecast waits in its own queue.
-// On the shared level, only the shares are written, and its queues when
-// the proposal changes them (as a partial object for server-side apply):
-// the rest stays the addon's.
+// On the shared level, only the shares and the queues are written (as a
+// partial object for server-side apply): the rest stays the addon's.
 func (p Proposal) Objects() (levels []any, schemas []*flowcontrolv1.FlowSchema) {
 	for _, l := range p.Levels {
 		if l.Name == TenantsLevel {
 			limited := map[string]any{"nominalConcurrencyShares": l.Shares}
-			if today := cmp.Or(p.Capacity.Queues, AddonQueues); l.Queues > today {
+			if l.Queues > 0 {
+				// Written on every apply, raised or not: server-side apply
+				// drops a field its one owner stops sending, and the
+				// apiserver's default (64) would take the place of a raise
+				// applied before.
 				limited["limitResponse"] = map[string]any{"type": "Queue", "queuing": map[string]any{"queues": l.Queues}}
 			}
 			levels = append(levels, map[string]any{

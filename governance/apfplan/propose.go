@@ -15,6 +15,7 @@
 package apfplan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -36,17 +37,18 @@ type Capacity struct {
 	// level, by name.
 	Shares map[string]int32 `json:"shares"`
 	// Queues and HandSize are the shared level's queuing (0: the addon's,
-	// AddonQueues and AddonHandSize).
-	Queues   int32 `json:"queues,omitempty"`
-	HandSize int32 `json:"handSize,omitempty"`
+	// AddonQueues and AddonHandSize); SharedRejects: the shared level
+	// rejects instead of queuing, and the proposal leaves that be.
+	Queues        int32 `json:"queues,omitempty"`
+	HandSize      int32 `json:"handSize,omitempty"`
+	SharedRejects bool  `json:"sharedRejects,omitempty"`
 }
 
 // AddonQueues and AddonHandSize are the trellis-flowcontrol addon's
-// queuing for the shared level; MaxQueues is APF's largest.
+// queuing for the shared level.
 const (
 	AddonQueues   = 128
 	AddonHandSize = 6
-	MaxQueues     = 512
 )
 
 // Seats is a level's nominal seats: the server's seats times its share of
@@ -98,12 +100,12 @@ type Level struct {
 	Need   float64 `json:"needSeats"`
 	// Tenants are the namespaces whose FlowSchemas point at it.
 	Tenants []string `json:"tenants"`
-	// The shared level's queuing: its queues, its hand size, how many of
-	// its tenants' forecasts exceed their fair share of its seats (heavy),
-	// and the chance that a steady tenant's hand is all their queues.
+	// The shared level's queuing: its queues, its hand size, how many
+	// flows its heavy tenants bring (see queuesFor), and the chance that a
+	// steady tenant's hand is all their queues.
 	Queues   int32   `json:"queues,omitempty"`
 	HandSize int32   `json:"handSize,omitempty"`
-	Heavy    int     `json:"heavyTenants,omitempty"`
+	Heavy    int     `json:"heavyFlows,omitempty"`
 	Crowding float64 `json:"crowding,omitempty"`
 	// Crowded: the most queues APF takes for the hand size leave Crowding
 	// above Options.MaxCrowding.
@@ -199,22 +201,22 @@ func Propose(c Capacity, demands []Demand, o Options) Proposal {
 }
 
 // queuesFor sizes the shared level's queues. Fair queuing deals each flow
-// (a namespace) a hand of HandSize of the level's queues, and a request
-// waits in the shortest queue of its hand: a heavy tenant, one whose
-// forecast needs more than its fair share of the level's seats, fills
-// every queue of its hand, and a steady tenant waits behind heavy ones only
-// when its whole hand is theirs (crowding). The queues are today's,
-// doubled (up to APF's 512, and as far as the hand size lets the
-// apiserver take them) until that chance is at most MaxCrowding; the hand
-// size stays.
+// (a FlowSchema and a namespace: each of a tenant's verb classes is one)
+// a hand of HandSize of the level's queues, and a request waits in the
+// shortest queue of its hand. The forecasts fit the level's seats (Propose
+// sized it so), so what queues is a burst past them, and the flows likely
+// to burst into long queues are the heavy tenants', those whose forecast
+// needs more than an equal share of the level's seats: each of their
+// classes with forecast requests (one when no rates are known) counts as a
+// flow. A steady tenant then waits behind them only when every queue of
+// its hand is one of theirs (crowding). The queues are today's, doubled
+// while the apiserver takes them for the hand size, until that chance is
+// at most MaxCrowding; the hand size stays, and the queues never shrink.
 func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
-	l.Queues, l.HandSize = c.Queues, c.HandSize
-	if l.Queues == 0 {
-		l.Queues = AddonQueues
+	if c.SharedRejects {
+		return
 	}
-	if l.HandSize == 0 {
-		l.HandSize = AddonHandSize
-	}
+	l.Queues, l.HandSize = cmp.Or(c.Queues, AddonQueues), cmp.Or(c.HandSize, AddonHandSize)
 	if len(l.Tenants) == 0 {
 		return
 	}
@@ -225,7 +227,13 @@ func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
 	}
 	for _, d := range ds {
 		if in[d.Namespace] && d.Forecast*(1+o.Headroom) > fair {
-			l.Heavy++
+			flows := 0
+			for _, r := range d.Requests {
+				if r.Forecast > 0 {
+					flows++
+				}
+			}
+			l.Heavy += max(flows, 1)
 		}
 	}
 	for {
@@ -233,17 +241,22 @@ func queuesFor(l *Level, c Capacity, ds []Demand, o Options) {
 		if l.Crowding <= o.MaxCrowding {
 			return
 		}
-		next := min(2*l.Queues, MaxQueues)
-		if next == l.Queues || math.Log2(float64(next))*float64(l.HandSize) > maxHashBits {
+		if entropyBits(2*l.Queues, l.HandSize) > maxHashBits {
 			l.Crowded = true
 			return
 		}
-		l.Queues = next
+		l.Queues *= 2
 	}
 }
 
-// maxHashBits bounds APF's shuffle sharding: a level's hand size times
-// log2 of its queues may not exceed it (the apiserver refuses the level).
+// entropyBits and maxHashBits are the apiserver's limit on a level's
+// shuffle sharding (k8s.io/apiserver's shufflesharding.RequiredEntropyBits
+// and MaxHashBits): ceil(log2(queues)·hand) may not exceed 60, or the
+// level is refused. A hand of 6 takes up to 1,024 queues, of 8 up to 181.
+func entropyBits(queues, hand int32) int {
+	return int(math.Ceil(math.Log2(float64(queues)) * float64(hand)))
+}
+
 const maxHashBits = 60
 
 // crowding is the chance that a hand of h of q queues lies within the
@@ -269,7 +282,7 @@ func (p Proposal) String() string {
 			s += fmt.Sprintf("; %d queues, hand %d", l.Queues, l.HandSize)
 		}
 		if l.Heavy > 0 {
-			s += fmt.Sprintf(" (%d heavy tenants: a steady one's hand all theirs with chance %.2g)", l.Heavy, l.Crowding)
+			s += fmt.Sprintf(" (%d heavy flows: a steady tenant's hand all theirs with chance %.2g)", l.Heavy, l.Crowding)
 		}
 		s += "\n"
 	}
@@ -283,7 +296,7 @@ func (p Proposal) String() string {
 		s += "\n"
 	}
 	if l := p.Levels; len(l) > 0 && l[0].Crowded {
-		s += fmt.Sprintf("%d heavy tenants crowd the shared level's %d queues: give the heaviest levels of their own\n", l[0].Heavy, l[0].Queues)
+		s += fmt.Sprintf("%d heavy flows crowd the shared level's %d queues: give the heaviest tenants levels of their own\n", l[0].Heavy, l[0].Queues)
 	}
 	if !p.Fits {
 		s += fmt.Sprintf("the forecast does not fit the server's %d seats: raise --max-requests-inflight or add apiservers\n", p.Capacity.ServerSeats)

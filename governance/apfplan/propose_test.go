@@ -85,10 +85,10 @@ func anys[T any](xs []T) []any {
 	return out
 }
 
-// Many tenants above their fair share of the shared level crowd its
-// queues: the proposal doubles them until a steady tenant's hand is all
-// heavy tenants' queues with chance at most 0.001, and says so when APF's
-// 512 queues are not enough.
+// Many tenants above an equal share of the shared level crowd its queues:
+// the proposal doubles them until a steady tenant's hand is all heavy
+// flows' queues with chance at most 0.001, and says so when the most the
+// apiserver takes for the hand (1,024 for 6) are not enough.
 func TestProposeSizesTheSharedQueues(t *testing.T) {
 	demands := func(heavy, steady int) []Demand {
 		var ds []Demand
@@ -104,7 +104,7 @@ func TestProposeSizesTheSharedQueues(t *testing.T) {
 		heavy   int
 		queues  int32
 		crowded bool
-	}{{0, 128, false}, {2, 128, false}, {10, 256, false}, {30, 512, false}, {90, 512, true}} {
+	}{{0, 128, false}, {2, 128, false}, {10, 256, false}, {30, 512, false}, {90, 1024, true}} {
 		p := Propose(defaults(), demands(c.heavy, 30), Options{})
 		shared := p.Levels[0]
 		t.Logf("%d heavy: %s", c.heavy, strings.SplitN(p.String(), "\n", 2)[0])
@@ -115,18 +115,19 @@ func TestProposeSizesTheSharedQueues(t *testing.T) {
 			t.Errorf("%d heavy tenants: crowding %.4f with %d queues, want at most 0.001", c.heavy, shared.Crowding, shared.Queues)
 		}
 		levels, _ := p.Objects()
-		if hand := AddonHandSize; math.Log2(float64(shared.Queues))*float64(hand) > 60 {
-			t.Errorf("%d heavy tenants: %d queues of hand %d, more than the apiserver takes", c.heavy, shared.Queues, hand)
+		if bits := entropyBits(shared.Queues, shared.HandSize); bits > 60 {
+			t.Errorf("%d heavy tenants: %d queues of hand %d need %d bits, more than the apiserver's 60", c.heavy, shared.Queues, shared.HandSize, bits)
 		}
 		_, hasQueues := levels[0].(map[string]any)["spec"].(map[string]any)["limited"].(map[string]any)["limitResponse"]
-		if hasQueues != (c.queues > AddonQueues) {
-			t.Errorf("%d heavy tenants: the shared level's object sets queues %v, want %v", c.heavy, hasQueues, c.queues > AddonQueues)
+		if !hasQueues {
+			t.Errorf("%d heavy tenants: the shared level's object leaves its queues out; an apply must keep sending them", c.heavy)
 		}
 	}
 }
 
-// A hand of 8 (Kubernetes' default) takes at most 128 queues: 8·log2(256)
-// is over APF's 60 bits, so the proposal stops there and says so.
+// A hand of 8 (Kubernetes' default) takes at most 181 queues: doubling 64
+// stops at 128 (8·log2(256) is over APF's 60 bits), and the proposal says
+// the level is crowded.
 func TestProposeKeepsQueuesTheApiserverTakes(t *testing.T) {
 	c := defaults()
 	c.Queues, c.HandSize = 64, 8
@@ -138,6 +139,27 @@ func TestProposeKeepsQueuesTheApiserverTakes(t *testing.T) {
 	p := Propose(c, ds, Options{})
 	if l := p.Levels[0]; l.Queues != 128 || l.HandSize != 8 || !l.Crowded || !strings.Contains(p.String(), "crowd the shared level's 128 queues") {
 		t.Errorf("hand 8: %d queues, hand %d, crowded %v; want 128 queues, crowded", l.Queues, l.HandSize, l.Crowded)
+	}
+}
+
+// A heavy tenant's verb classes are flows of their own; a level that
+// rejects instead of queuing is left as it is.
+func TestProposeCountsFlowsAndLeavesRejectingLevels(t *testing.T) {
+	ds := []Demand{{Namespace: "busy", Recent: 1, Forecast: 6, Requests: map[Class]Rate{
+		Mutating: {Recent: 10, Forecast: 20}, Read: {Recent: 5, Forecast: 6}, Watch: {Recent: 1, Forecast: 1},
+	}}}
+	for i := range 10 {
+		ds = append(ds, Demand{Namespace: fmt.Sprintf("steady-%02d", i), Recent: 0.1, Forecast: 0.1})
+	}
+	if l := Propose(defaults(), ds, Options{}).Levels[0]; l.Heavy != 3 {
+		t.Errorf("one heavy tenant with three classes of requests: %d heavy flows, want 3", l.Heavy)
+	}
+	c := defaults()
+	c.SharedRejects = true
+	p := Propose(c, ds, Options{})
+	levels, _ := p.Objects()
+	if _, ok := levels[0].(map[string]any)["spec"].(map[string]any)["limited"].(map[string]any)["limitResponse"]; ok || p.Levels[0].Queues != 0 {
+		t.Errorf("a rejecting shared level: %d queues proposed, limitResponse written %v; want neither", p.Levels[0].Queues, ok)
 	}
 }
 
