@@ -12,9 +12,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -68,22 +66,11 @@ func run(w io.Writer, families []backtest.Family, seeds int, risk float64, month
 	}
 	planners := backtest.PlannersWith(opts)
 	start := time.Now()
-	// The seeds in parallel, one per CPU: each run is single-threaded.
-	perSeed := make([][]backtest.Score, seeds)
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := range next {
-				perSeed[i] = backtest.Run(withSeed(c, uint64(i+1)), families, planners)
-			}
-		})
+	all := make([]uint64, seeds)
+	for i := range all {
+		all[i] = uint64(i + 1)
 	}
-	for i := range seeds {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	perSeed := backtest.RunEach(c, all, families, planners)
 	total := backtest.Sum(perSeed)
 	fmt.Fprintf(w, "%d seeds, reviews every %s, risk %g: %s\n\n", seeds, c.Cadence, forecast.DefaultOptions(opts).Risk, time.Since(start).Round(time.Second))
 	if err := backtest.Print(w, total); err != nil {
@@ -101,11 +88,6 @@ func run(w io.Writer, families []backtest.Family, seeds int, risk float64, month
 		fmt.Fprintf(tw, "%s\t%+.1f%%\t%+.1f..%+.1f%%\t%d / %d\t\n", total[k].Family, ratio(total[k], total[k+1]), lo, hi, total[k].ExhaustedPlans, total[k+1].ExhaustedPlans)
 	}
 	return tw.Flush()
-}
-
-func withSeed(c backtest.Config, seed uint64) backtest.Config {
-	c.Seed = seed
-	return c
 }
 
 // ratio is the forecast's over-provisioning against peak+20%'s, in percent.

@@ -18,9 +18,10 @@ import (
 )
 
 // CapacityOf reads the cluster's capacity: the shares of its Limited
-// priority levels and the shared level's queuing from the API, and the server's seats as the sum of their
-// nominal limits (apiserver_flowcontrol_nominal_limit_seats, from the
-// apiserver's /metrics, which needs a client allowed to read it).
+// priority levels and the shared level's queuing from the API, and the
+// server's seats as the sum of their nominal limits
+// (apiserver_flowcontrol_nominal_limit_seats, from the apiserver's
+// /metrics, which needs a client allowed to read it).
 func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
 	pls, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
 	if err != nil {

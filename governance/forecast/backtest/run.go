@@ -3,6 +3,8 @@ package backtest
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/trellis-dev/trellis/governance/forecast"
@@ -252,12 +254,30 @@ func quotaAt(steps []forecast.Step, t time.Time) float64 {
 
 // RunSeeds runs c once per seed and sums each family's scores.
 func RunSeeds(c Config, seeds []uint64, families []Family, planners []Planner) []Score {
+	return Sum(RunEach(c, seeds, families, planners))
+}
+
+// RunEach runs c once per seed, the seeds in parallel (one per CPU: a run
+// is single-threaded), and returns each seed's scores in seeds' order.
+func RunEach(c Config, seeds []uint64, families []Family, planners []Planner) [][]Score {
 	perSeed := make([][]Score, len(seeds))
-	for i, seed := range seeds {
-		c.Seed = seed
-		perSeed[i] = Run(c, families, planners)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(seeds)) {
+		wg.Go(func() {
+			for i := range next {
+				c := c
+				c.Seed = seeds[i]
+				perSeed[i] = Run(c, families, planners)
+			}
+		})
 	}
-	return Sum(perSeed)
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return perSeed
 }
 
 // Sum adds runs' scores (of the same families and planners) family by
