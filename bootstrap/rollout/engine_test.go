@@ -334,7 +334,7 @@ func TestDrainTimeoutOnTheClock(t *testing.T) {
 	}
 	fc.Step(10 * time.Minute)
 	err = <-errc
-	if err == nil || !strings.Contains(err.Error(), "1 pods still on the node after 10m0s; evictions refused by PodDisruptionBudget shop/web") {
+	if err == nil || !strings.Contains(err.Error(), "1 pods still on the node after 10m0s (shop/web-1); evictions refused by PodDisruptionBudget shop/web") {
 		t.Fatalf("Drain: %v, want a timeout naming the PDB", err)
 	}
 	mu.Lock()

@@ -147,17 +147,22 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 		if err != nil {
 			return err
 		}
-		left := 0
+		var left []string // the pods that stay, and why
 		var blocker string
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if skipDrain(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
 			}
-			left++
-			if p.DeletionTimestamp != nil || p.Annotations[AnnotationDrain] == DrainWaitForCompletion {
-				continue // going, or left to finish
+			switch {
+			case p.DeletionTimestamp != nil:
+				left = append(left, fmt.Sprintf("%s/%s terminating for %s", p.Namespace, p.Name, k.Clock.Since(p.DeletionTimestamp.Time).Round(time.Second)))
+				continue // going
+			case p.Annotations[AnnotationDrain] == DrainWaitForCompletion:
+				left = append(left, fmt.Sprintf("%s/%s left to complete", p.Namespace, p.Name))
+				continue
 			}
+			left = append(left, p.Namespace+"/"+p.Name)
 			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 			if opts.GracePeriod != nil {
 				ev.DeleteOptions = &metav1.DeleteOptions{GracePeriodSeconds: opts.GracePeriod}
@@ -166,19 +171,27 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			switch {
 			case err == nil, apierrors.IsNotFound(err):
 			case apierrors.IsTooManyRequests(err):
-				blocker = k.pdbFor(ctx, p)
+				pdb, granted := k.refused(ctx, p)
+				if !granted {
+					blocker = pdb
+					break
+				}
+				// Refused by its own grant: a drain killed mid-eviction.
+				if err := k.finishGrant(ctx, p, opts); err != nil {
+					return err
+				}
 			default:
 				return fmt.Errorf("failed to evict %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
-		if left == 0 {
+		if len(left) == 0 {
 			return nil
 		}
 		if blocker != "" && blocked != nil {
 			blocked(blocker)
 		}
 		if k.Clock.Now().After(deadline) {
-			msg := fmt.Sprintf("%d pods still on the node after %s", left, opts.Timeout)
+			msg := fmt.Sprintf("%d pods still on the node after %s (%s)", len(left), opts.Timeout, strings.Join(left, ", "))
 			if blocker != "" {
 				msg += "; evictions refused by PodDisruptionBudget " + blocker
 			}
@@ -205,19 +218,4 @@ func skipDrain(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// pdbFor names the PDB selecting a pod.
-func (k *KubeCluster) pdbFor(ctx context.Context, p *corev1.Pod) string {
-	pdbs, err := k.Client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "(unknown)"
-	}
-	for _, pdb := range pdbs.Items {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err == nil && sel.Matches(labels.Set(p.Labels)) {
-			return p.Namespace + "/" + pdb.Name
-		}
-	}
-	return "(unknown)"
 }

@@ -63,6 +63,10 @@ type env struct {
 	broken     string // nodes of instances on this launch-template version never become Ready
 	violations []string
 	lastWhy    string
+	// The simulated kubelets' passes: when the last began, and how long
+	// the longest took (a failed test prints them).
+	kubeletPass, kubeletLongest time.Duration
+	kubeletAt                   time.Time
 	// clock of the rollers (nil: the real one).
 	clock clock.Clock
 }
@@ -163,6 +167,11 @@ func newEnv(t testing.TB) *env {
 	kctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go e.kubelet(kctx)
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump()
+		}
+	})
 	e.eventually("7 Ready nodes", 30*time.Second, func() bool { return e.readyNodes("") == 7 })
 	e.workloads()
 	go e.watchInvariants(kctx)
@@ -245,6 +254,14 @@ func (e *env) instancesWithin(d time.Duration) map[string][]rollout.Instance {
 // instances leave.
 func (e *env) kubelet(ctx context.Context) {
 	for ctx.Err() == nil {
+		start := time.Now()
+		e.mu.Lock()
+		if !e.kubeletAt.IsZero() {
+			e.kubeletPass = start.Sub(e.kubeletAt)
+			e.kubeletLongest = max(e.kubeletLongest, e.kubeletPass)
+		}
+		e.kubeletAt = start
+		e.mu.Unlock()
 		live := map[string]bool{}
 		insts := e.instancesWithin(10 * time.Second)
 		for g, insts := range insts {
@@ -300,6 +317,38 @@ func (e *env) kubelet(ctx context.Context) {
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dump logs the nodes and the shop's pods as the apiserver has them, and
+// the simulated kubelets' pace: what a failed drain waited on.
+func (e *env) dump() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.mu.Lock()
+	e.t.Logf("simulated kubelets: last pass began %s ago, previous took %s, longest %s", time.Since(e.kubeletAt).Round(time.Millisecond), e.kubeletPass.Round(time.Millisecond), e.kubeletLongest.Round(time.Millisecond))
+	e.mu.Unlock()
+	nodes, err := e.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Logf("nodes: %v", err)
+		return
+	}
+	have := map[string]bool{}
+	for _, n := range nodes.Items {
+		have[n.Name] = true
+		e.t.Logf("node %s group %s unschedulable %v taints %d created %s", n.Name, n.Labels["kops.k8s.io/instancegroup"], n.Spec.Unschedulable, len(n.Spec.Taints), n.CreationTimestamp.Format("15:04:05"))
+	}
+	pods, err := e.c.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Logf("pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		del := ""
+		if p.DeletionTimestamp != nil {
+			del = " deleting since " + p.DeletionTimestamp.Format("15:04:05") + fmt.Sprintf(" finalizers %v", p.Finalizers)
+		}
+		e.t.Logf("pod %s on %q (node exists %v) phase %s ready %v created %s%s", p.Name, p.Spec.NodeName, have[p.Spec.NodeName], p.Status.Phase, ready(&p), p.CreationTimestamp.Format("15:04:05"), del)
 	}
 }
 
@@ -631,8 +680,12 @@ func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r, _ := e.roller("same-owner", func(rollout.State) { cancel() }) // killed right after its first step
 		var err error
+		began := time.Now()
 		st, err = r.Start(ctx, e.cluster)
 		cancel()
+		if st != nil {
+			t.Logf("run %d (%s): %s", runs, time.Since(began).Round(time.Millisecond), progress(st))
+		}
 		if err == nil && st.Status == rollout.StatusDone {
 			break
 		}
@@ -642,6 +695,22 @@ func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
 	}
 	e.finalChecks(st, old)
 	t.Logf("rollout finished after %d runs, each killed after one step", runs)
+}
+
+// progress is one line of a state: each group's replaced count and batch.
+func progress(st *rollout.State) string {
+	var parts []string
+	for _, g := range st.Groups {
+		p := fmt.Sprintf("%s %d/%d replaced", g.Name, len(g.Replaced), len(g.Old))
+		if b := g.Batch; b != nil {
+			p += fmt.Sprintf(", batch %d %s (old %d, drained %d)", b.N, b.Step, len(b.Old), len(b.Drained))
+		}
+		if g.Done {
+			p += ", done"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func TestIntegrationRolloutLockAndRandomKills(t *testing.T) {
