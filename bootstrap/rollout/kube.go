@@ -136,7 +136,9 @@ func (k *KubeCluster) patch(ctx context.Context, node string, patch map[string]a
 // Drain cordons the node, evicts its pods (not DaemonSet or mirror pods,
 // nor pods marked skip; pods marked wait-for-completion are waited for),
 // and waits until they are gone. Evictions refused by a PDB are retried
-// until the timeout, and the blocking PDB is reported.
+// until the timeout, and the blocking PDB is reported. A pod whose
+// eviction the PDB already granted, by a drain killed before the delete,
+// is deleted (evict.go).
 func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptions, blocked func(string)) error {
 	if err := k.patch(ctx, n.Name, map[string]any{"spec": map[string]any{"unschedulable": true}}); err != nil {
 		return fmt.Errorf("failed to cordon: %w", err)
@@ -156,7 +158,8 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			}
 			switch {
 			case p.DeletionTimestamp != nil:
-				left = append(left, fmt.Sprintf("%s/%s terminating for %s", p.Namespace, p.Name, k.Clock.Since(p.DeletionTimestamp.Time).Round(time.Second)))
+				// The timestamp is when its grace period ends.
+				left = append(left, fmt.Sprintf("%s/%s terminating, grace ending %s", p.Namespace, p.Name, relative(k.Clock.Since(p.DeletionTimestamp.Time))))
 				continue // going
 			case p.Annotations[AnnotationDrain] == DrainWaitForCompletion:
 				left = append(left, fmt.Sprintf("%s/%s left to complete", p.Namespace, p.Name))
@@ -172,14 +175,18 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			case err == nil, apierrors.IsNotFound(err):
 			case apierrors.IsTooManyRequests(err):
 				pdb, granted := k.refused(ctx, p)
-				if !granted {
-					blocker = pdb
-					break
+				if granted {
+					// Its budget holds a fresh grant for it: an eviction
+					// whose delete was lost (evict.go).
+					done, err := k.finishGrant(ctx, p, opts)
+					if err != nil {
+						return err
+					}
+					if done {
+						continue
+					}
 				}
-				// Refused by its own grant: a drain killed mid-eviction.
-				if err := k.finishGrant(ctx, p, opts); err != nil {
-					return err
-				}
+				blocker = pdb
 			default:
 				return fmt.Errorf("failed to evict %s/%s: %w", p.Namespace, p.Name, err)
 			}
@@ -191,7 +198,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			blocked(blocker)
 		}
 		if k.Clock.Now().After(deadline) {
-			msg := fmt.Sprintf("%d pods still on the node after %s (%s)", len(left), opts.Timeout, strings.Join(left, ", "))
+			msg := fmt.Sprintf("%d pods still on the node after %s (%s)", len(left), opts.Timeout, firstOf(left, 10))
 			if blocker != "" {
 				msg += "; evictions refused by PodDisruptionBudget " + blocker
 			}
@@ -218,4 +225,20 @@ func skipDrain(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// relative says how far a moment is from now: "in 25s" or "12s ago".
+func relative(since time.Duration) string {
+	if since < 0 {
+		return "in " + (-since).Round(time.Second).String()
+	}
+	return since.Round(time.Second).String() + " ago"
+}
+
+// firstOf joins the first n items and counts the rest.
+func firstOf(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
