@@ -45,18 +45,34 @@ const (
 	grantAfterCreation = 2 * time.Second
 )
 
+// budgets holds one drain pass's PDBs by namespace: a node whose pods are
+// refused lists each namespace's budgets once a pass, not once a pod.
+type budgets map[string][]policyv1.PodDisruptionBudget
+
+func (k *KubeCluster) budgetsOf(ctx context.Context, seen budgets, ns string) ([]policyv1.PodDisruptionBudget, error) {
+	if bs, ok := seen[ns]; ok {
+		return bs, nil
+	}
+	l, err := k.Client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	seen[ns] = l.Items
+	return l.Items, nil
+}
+
 // refused is what an eviction refused by a budget finds: the budget that
 // guards the pod, and whether that budget holds a fresh grant for this
 // very pod. A pod under several budgets is never finished (the Eviction
 // API refuses it outright).
-func (k *KubeCluster) refused(ctx context.Context, p *corev1.Pod) (pdb string, granted bool) {
-	pdbs, err := k.Client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+func (k *KubeCluster) refused(ctx context.Context, seen budgets, p *corev1.Pod) (pdb string, granted bool) {
+	pdbs, err := k.budgetsOf(ctx, seen, p.Namespace)
 	if err != nil {
 		return "(unknown)", false
 	}
 	var names []string
-	for i := range pdbs.Items {
-		b := &pdbs.Items[i]
+	for i := range pdbs {
+		b := &pdbs[i]
 		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
 		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
 			continue

@@ -151,6 +151,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 		}
 		var left []string // the pods that stay, and why
 		var blocker string
+		seen := budgets{}
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if skipDrain(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -174,7 +175,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			switch {
 			case err == nil, apierrors.IsNotFound(err):
 			case apierrors.IsTooManyRequests(err):
-				pdb, granted := k.refused(ctx, p)
+				pdb, granted := k.refused(ctx, seen, p)
 				if granted {
 					// Its budget holds a fresh grant for it: an eviction
 					// whose delete was lost (evict.go).
