@@ -24,24 +24,28 @@ export AWS_EC2_METADATA_DISABLED := true
 export CGO_ENABLED := 0
 GOTEST_FLAGS ?= -timeout 45m
 
-.PHONY: help
-help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+##@ use
 
-.PHONY: build
-build: ## Build the trellis binaries (static, for the local images) into ./bin
-	$(GO) build -o $(BIN)/ ./cmd/...
+.PHONY: local
+local: tools-node build ## A two-node kind cluster wired like production (clusters/local.yaml), offline
+	./hack/local.sh
 
-.PHONY: tools
-tools: ## Build Kubernetes $(K8S_VERSION), etcd $(ETCD_VERSION), the kops CLI, kwok and Karmada $(KARMADA_VERSION) into $(TRELLIS_CACHE) (once)
-	./hack/build-k8s.sh
-	./hack/build-kops.sh
-	./hack/build-coredns.sh
-	./hack/build-kwok.sh >/dev/null
-	./hack/build-karmada.sh >/dev/null
+.PHONY: local-aws
+local-aws: local ## The AWS API emulator with clusters/local-aws created in it, instances as kind nodes (Ctrl-C stops)
+	./bin/trellis local aws -f clusters/local-aws.yaml --kubeconfig $(HOME)/.kube/trellis-local.kubeconfig
+
+.PHONY: fleet
+fleet: tools-node tools-kwok tools-karmada build ## A fleet on loopback: Karmada and a kwok-backed member per definition, joined (Ctrl-C stops)
+	./bin/trellis fleet local
+
+.PHONY: fake-aws
+fake-aws: tools-node build ## Create prod-us-east-1 against kops's AWS fake, addons on a loopback control plane
+	./hack/fake-aws.sh
+
+##@ test
 
 .PHONY: test-deps
-test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, iptables ...); as root, apt-get install the missing ones
+test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, moto ...); as root, install the missing ones
 	./hack/test-deps.sh
 
 .PHONY: test
@@ -50,28 +54,53 @@ test-deps: ## Check the programs the tests run (ZooKeeper, Prometheus, iptables 
 # package's control plane on 2 cores it starved that package's simulated
 # kubelets past their timeouts.
 FLEET_PKG := ./fleet/localfleet/
-test: test-deps tools ## Run unit and integration tests (real etcd + kube-apiserver from `make tools`)
+# Needs every tool: the control plane, the kops CLI (test/aws,
+# cli/cluster), Karmada (fleet/karmada, fleet/localfleet, cli/fleet) and
+# kwok (fleet/localfleet's members).
+test: test-deps tools ## Unit and integration tests (real etcd, kube-apiserver, ZooKeeper, moto, Karmada)
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v '/fleet/localfleet$$')
 	$(GO) test $(GOTEST_FLAGS) $(FLEET_PKG)
 
 .PHONY: test-unit
-test-unit: ## Run unit tests only
+test-unit: ## Unit tests only (no tools needed)
 	$(GO) test $(GOTEST_FLAGS) -skip '^TestIntegration' ./...
 
 .PHONY: test-integration
-test-integration: test-deps tools ## Run integration tests only
+test-integration: test-deps tools ## Integration tests only (TestIntegration*)
 	$(GO) test $(GOTEST_FLAGS) -run '^TestIntegration' $$($(GO) list ./... | grep -v '/fleet/localfleet$$')
 	$(GO) test $(GOTEST_FLAGS) -run '^TestIntegration' $(FLEET_PKG)
 
 .PHONY: e2e
-e2e: tools build ## Run the end-to-end tests on the local kind cluster (brings it up first; needs root and Docker)
+# The suite brings the cluster up itself, and its fleet tests' `local up
+# --fleet` builds Karmada's images (no kwok: the nodes are kind's).
+e2e: tools-node tools-karmada build ## End-to-end tests on the local kind cluster (root and Docker; brings it up first)
 	./hack/local-host.sh
 	$(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e/
+
+E2E_AWS_KILLS ?= 20
+
+.PHONY: e2e-aws
+e2e-aws: tools-node build ## The node-backed AMI rollout in full: 3 instance nodes, killed E2E_AWS_KILLS times
+	./hack/local-host.sh
+	E2E_AWS_FULL=1 E2E_AWS_KILLS=$(E2E_AWS_KILLS) $(GO) test -tags e2e -count=1 -v -timeout 120m -run TestAWSNodeRollout ./test/e2e/
+
+FLEET_MEMBERS ?= 3
+FLEET_SERVICES ?= 100
+
+.PHONY: test-fleet
+test-fleet: tools-node tools-kwok tools-karmada ## The fleet test in full: FLEET_MEMBERS members, FLEET_SERVICES services, every member failed over
+	FLEET_MEMBERS=$(FLEET_MEMBERS) FLEET_SERVICES=$(FLEET_SERVICES) $(GO) test -count=1 -v -timeout 60m -run TestIntegrationFleet ./fleet/localfleet/
+
+.PHONY: fuzz
+fuzz: ## Fuzz the cluster-definition decoder for 60s
+	$(GO) test -run '^$$' -fuzz FuzzLoadBytes -fuzztime 60s ./bootstrap/definition/
+
+##@ bench
 
 BENCH_N ?= 1000
 
 .PHONY: bench
-bench: tools ## Run benchmarks and print their numbers (controller vs native; ZooKeeper registration latency and fleet scale)
+bench: tools-node ## Go benchmarks and the bench/ commands (controller, ZooKeeper, log shipper, rollouts, reads, surge)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$')
 	$(GO) run ./bench/controller -n $(BENCH_N)
@@ -84,9 +113,56 @@ bench: tools ## Run benchmarks and print their numbers (controller vs native; Zo
 	$(GO) run ./bench/reads -nodes 50 -pods 2000
 	$(GO) run ./bench/surge -planned 300 -factor 3
 
-.PHONY: fuzz
-fuzz: ## Fuzz the cluster-definition decoder for 60s
-	$(GO) test -run '^$$' -fuzz FuzzLoadBytes -fuzztime 60s ./bootstrap/definition/
+.PHONY: bench-scale
+bench-scale: tools-node tools-kwok build ## 2,500 kwok nodes, 35,000 pods: QPS by client, mutating p99, memory, etcd size
+	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)
+
+.PHONY: bench-fleet
+bench-fleet: tools-node tools-kwok tools-karmada build ## 100 and 1,000 TrellisServices through the fleet vs direct; failover time
+	$(GO) run ./bench/fleet -pin -controller $(BIN)/trellis-controller
+
+.PHONY: bench-aws-nodes
+bench-aws-nodes: local ## Trellis vs kops rolling the local AWS loop's nodes on real kubelets
+	$(GO) run ./bench/awsnodes -trellis $(BIN)/trellis
+
+.PHONY: bench-backtest
+bench-backtest: ## The forecast planner vs peak+20% on the generated families, 24 seeds (about 1 min)
+	$(GO) run ./bench/backtest -seeds 24
+
+.PHONY: backtest-recorded
+backtest-recorded: test-deps tools-node ## Record 42 virtual days of request rates (17 min) and backtest the planners on them
+	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run TestIntegrationRecord ./governance/forecast/backtest/recorded/
+	UPDATE=1 $(GO) test -count=1 -v -run TestBacktestRecorded ./governance/forecast/backtest/recorded/
+
+##@ dev
+
+.PHONY: help
+help: ## Show this help, grouped as use, test, bench and dev
+	@awk 'BEGIN {FS = ":.*## "} /^##@ / {printf "\n\033[1m%s\033[0m\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the trellis binaries (static, for the local images) into ./bin
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: tools
+tools: tools-node tools-kops tools-kwok tools-karmada ## Build every pinned tool into $TRELLIS_CACHE, once (what CI and make test need)
+
+.PHONY: tools-node
+tools-node: ## Build Kubernetes, etcd and CoreDNS: the control plane of tests and the local node image
+	./hack/build-k8s.sh >/dev/null
+	./hack/build-coredns.sh >/dev/null
+
+.PHONY: tools-kops
+tools-kops: ## Build the kops CLI (tests check that it reads what Trellis writes)
+	./hack/build-kops.sh >/dev/null
+
+.PHONY: tools-kwok
+tools-kwok: ## Build kwok: the simulated nodes of the fleet's members and of bench-scale
+	./hack/build-kwok.sh >/dev/null
+
+.PHONY: tools-karmada
+tools-karmada: ## Build Karmada: the fleet's control plane (its tests, e2e's local up --fleet)
+	./hack/build-karmada.sh >/dev/null
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 
@@ -96,7 +172,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and golden files
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
-	UPDATE=1 $(GO) test ./bootstrap/render/ ./controller/... ./governance/forecast/report/ ./governance/apfplan/
+	UPDATE=1 $(GO) test ./bootstrap/render/ ./controller/... ./governance/forecast/report/ ./governance/apfplan/ ./local/
 
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
@@ -104,66 +180,15 @@ $(GOLANGCI_LINT): hack/lint/go.mod hack/lint/go.sum
 	cd hack/lint && $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/lint; linters in .golangci.yml); verify runs it too
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/lint; linters in .golangci.yml)
 	$(GOLANGCI_LINT) run --build-tags e2e ./...
 
 .PHONY: verify
 # go vet's analyzers run inside the linter (govet, with the e2e suite's
 # build tag); a separate `go vet ./...` only repeated them.
-verify: $(CONTROLLER_GEN) lint ## Fail on lint findings (vet's included), unformatted code, stale generated or golden files, an untidy go.mod
+verify: $(CONTROLLER_GEN) lint ## Fail on lint findings, unformatted code, stale generated or golden files, untidy go.mod
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
 	@git diff --exit-code -- api config/crd || { echo "generated files are stale: run make generate"; exit 1; }
 	$(GO) test ./bootstrap/render/
 	$(GO) mod tidy -diff
-
-.PHONY: local
-local: tools build ## A two-node kind cluster wired like production (clusters/local.yaml), built offline
-	./hack/local.sh
-
-.PHONY: local-aws
-local-aws: local ## The production path locally: the AWS API emulator, clusters/local-aws created in it, its instances as nodes of the local cluster (runs until Ctrl-C)
-	./bin/trellis local aws -f clusters/local-aws.yaml --kubeconfig $(HOME)/.kube/trellis-local.kubeconfig
-
-E2E_AWS_KILLS ?= 20
-
-.PHONY: e2e-aws
-e2e-aws: tools build ## The node-backed AMI rollout in full: 3 instance nodes in 2 groups, the rollout killed with SIGKILL E2E_AWS_KILLS times (make e2e runs a reduced form: 2 nodes, 1 kill)
-	./hack/local-host.sh
-	E2E_AWS_FULL=1 E2E_AWS_KILLS=$(E2E_AWS_KILLS) $(GO) test -tags e2e -count=1 -v -timeout 120m -run TestAWSNodeRollout ./test/e2e/
-
-.PHONY: bench-aws-nodes
-bench-aws-nodes: local ## The node-backed rollout bench: Trellis and kops's RollingUpdateCluster roll the local AWS loop's general group on real kubelets (wall time, AWS and Kubernetes calls per node, cordon to gone)
-	$(GO) run ./bench/awsnodes -trellis $(BIN)/trellis
-
-.PHONY: bench-scale
-bench-scale: tools build ## The 2,500-node / 35,000-pod scale test (kwok): QPS by client, mutating p99, memory, etcd size, _output/bench-scale/scale.png
-	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)
-
-.PHONY: fleet
-fleet: tools build ## A fleet on loopback: Karmada and a member per definition (clusters/prod-us-east-1, staging-us-west-2; kwok nodes, the real trellis-controller), joined (runs until Ctrl-C)
-	./bin/trellis fleet local
-
-FLEET_MEMBERS ?= 3
-FLEET_SERVICES ?= 100
-
-.PHONY: test-fleet
-test-fleet: tools ## The fleet test in full: $(FLEET_MEMBERS) members, $(FLEET_SERVICES) services through a controller-manager kill, every member failed over in turn (make test runs 2 members, 10 services, 1 failover)
-	FLEET_MEMBERS=$(FLEET_MEMBERS) FLEET_SERVICES=$(FLEET_SERVICES) $(GO) test -count=1 -v -timeout 60m -run TestIntegrationFleet ./fleet/localfleet/
-
-.PHONY: bench-fleet
-bench-fleet: tools build ## The fleet bench (production topology: the fleet control plane on its own CPU): 100 and 1,000 TrellisServices applied at the fleet vs to a member directly (apply -> Ready p50/p99, requests per apiserver, Karmada's memory), failover time
-	$(GO) run ./bench/fleet -pin -controller $(BIN)/trellis-controller
-
-.PHONY: bench-backtest
-bench-backtest: ## The forecast planner against peak+20% on the generated families over 24 seeds (make test runs 3): the table, over-provisioning per family (all seeds and single seeds), exhausted plans (about 1 min)
-	$(GO) run ./bench/backtest -seeds 24
-
-.PHONY: backtest-recorded
-backtest-recorded: test-deps tools ## Record 42 virtual days of tenants' request rates on a real apiserver and Prometheus (1 s an hour, 17 min) into governance/forecast/backtest/recorded/testdata, and backtest the planners on them (make test records 2 days and scores the committed recording)
-	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run TestIntegrationRecord ./governance/forecast/backtest/recorded/
-	UPDATE=1 $(GO) test -count=1 -v -run TestBacktestRecorded ./governance/forecast/backtest/recorded/
-
-.PHONY: fake-aws
-fake-aws: tools build ## Create prod-us-east-1 against kops's AWS fake and apply the addons to a loopback control plane
-	./hack/fake-aws.sh

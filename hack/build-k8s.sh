@@ -9,14 +9,13 @@
 #   K8S_BINARIES  space-separated cmd names (default: control plane + node + kubectl)
 set -euo pipefail
 source "$(dirname "$0")/lib/versions.sh"
+source "$(dirname "$0")/lib/progress.sh"
 
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 K8S_BINARIES=${K8S_BINARIES:-"kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"}
 
 out="${CACHE}/k8s/${K8S_VERSION}"
 mkdir -p "${out}"
-
-log() { echo "build-k8s: $*" >&2; }
 
 missing=()
 for b in ${K8S_BINARIES}; do
@@ -33,7 +32,7 @@ if (( ${#missing[@]} > 0 )); then
   mkdir -p "${src}"
   cd "${src}"
   if [[ ! -f go.mod ]]; then
-    log "preparing scratch module for k8s.io/kubernetes ${K8S_VERSION}"
+    step "Preparing a scratch module for Kubernetes ${K8S_VERSION}"
     gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
     {
       echo "module trellis.local/k8sbuild"
@@ -55,9 +54,12 @@ if (( ${#missing[@]} > 0 )); then
   done
   pkgs=()
   for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${b}"); done
-  log "building ${missing[*]} ${K8S_VERSION} (cold: ~10 min on 2 cores)"
+  step "Building Kubernetes ${K8S_VERSION}" "${missing[*]}; cold: ~10 min on 2 cores"
   # -mod=mod lets go add the requirements each command needs to the scratch go.mod.
   CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "${ldflags}" -o "${out}/" "${pkgs[@]}" >&2
+  step_done
+else
+  cached "Kubernetes ${K8S_VERSION}"
 fi
 
 if [[ ! -x "${out}/etcd" ]]; then
@@ -65,11 +67,14 @@ if [[ ! -x "${out}/etcd" ]]; then
   mkdir -p "${src}"
   cd "${src}"
   if [[ ! -f go.mod ]]; then
-    log "preparing scratch module for etcd ${ETCD_VERSION}"
+    step "Preparing a scratch module for etcd ${ETCD_VERSION}"
     printf 'module trellis.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "${ETCD_VERSION}" > go.mod
   fi
-  log "building etcd ${ETCD_VERSION}"
+  step "Building etcd ${ETCD_VERSION}"
   CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3 >&2
+  step_done
+else
+  cached "etcd ${ETCD_VERSION}"
 fi
 
 echo "${out}"

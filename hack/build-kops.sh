@@ -8,10 +8,12 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "${root}/hack/lib/versions.sh"
+source "${root}/hack/lib/progress.sh"
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 out="${CACHE}/kops/${KOPS_VERSION}/kops"
 
 if [[ -x "${out}" ]]; then
+  cached "kops ${KOPS_VERSION} CLI"
   echo "${out}"
   exit 0
 fi
@@ -25,6 +27,7 @@ if [[ ! -f go.mod ]]; then
   cp "${root}/go.mod" "${root}/go.sum" .
   sed -i 's|^module .*|module trellis.local/kopsbuild|' go.mod
 fi
-echo "build-kops: building kops ${KOPS_VERSION} CLI" >&2
+step "Building the kops ${KOPS_VERSION} CLI"
 CGO_ENABLED=0 go build -mod=mod -trimpath -o "${out}" k8s.io/kops/cmd/kops >&2
+step_done
 echo "${out}"
