@@ -47,9 +47,12 @@ type Options struct {
 	// 5443`. Up without Fleet on the same cluster prunes them.
 	Fleet           bool
 	FleetKubeconfig string
-	// Log receives progress; Out the addon applier's lines.
+	// Log receives the details; Out the addon applier's lines.
 	Log *slog.Logger
 	Out io.Writer
+	// Progress, when set, gets a line as each step starts and one with
+	// its wall time as it ends (see Progress).
+	Progress io.Writer
 	// Clock times the steps (default: the real clock).
 	Clock clock.PassiveClock
 }
@@ -120,7 +123,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 	u := &up{def: def, o: o, rendered: rendered, cluster: kindcluster.New(def.Name, o.Kubeconfig, o.Log)}
 	u.cluster.Retain = o.Retain
 	res := &Result{Cluster: def.Name, Kubeconfig: o.Kubeconfig}
-	res.Steps, err = Run(ctx, u.steps(), o.Clock, o.Log)
+	res.Steps, err = Run(ctx, u.steps(), o.Clock, o.Log, NewProgress(o.Progress))
 	if err != nil {
 		if u.created && !o.Retain {
 			o.Log.Info("deleting the cluster this run created (--retain keeps it)", "name", def.Name)
@@ -138,8 +141,9 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 }
 
 // Run executes steps in order and stops at the first that fails, which
-// the returned *StepError names. It returns the time each step run took.
-func Run(ctx context.Context, steps []Step, c clock.PassiveClock, log *slog.Logger) ([]StepTime, error) {
+// the returned *StepError names. It returns the time each step run took,
+// and tells p (which may be nil) as each step starts and ends.
+func Run(ctx context.Context, steps []Step, c clock.PassiveClock, log *slog.Logger, p *Progress) ([]StepTime, error) {
 	var times []StepTime
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -147,8 +151,11 @@ func Run(ctx context.Context, steps []Step, c clock.PassiveClock, log *slog.Logg
 		}
 		start := c.Now()
 		log.Info("step", "name", s.Name)
+		p.Start(s.Name)
 		err := s.Execute(ctx)
-		times = append(times, StepTime{Name: s.Name, Duration: c.Since(start)})
+		took := c.Since(start)
+		times = append(times, StepTime{Name: s.Name, Duration: took})
+		p.End(s.Name, took, err)
 		if err != nil {
 			return times, &StepError{Step: s.Name, Err: err}
 		}

@@ -30,7 +30,7 @@ func TestRunStopsAtTheFailingStep(t *testing.T) {
 		step("node image", time.Second, nil),
 		step("cluster", 2*time.Second, boom),
 		step("addons", 0, nil),
-	}, clk, slog.New(slog.DiscardHandler))
+	}, clk, slog.New(slog.DiscardHandler), nil)
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != "cluster" || !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want a StepError for step cluster wrapping boom", err)
@@ -50,7 +50,7 @@ func TestRunHonoursCancellation(t *testing.T) {
 	cancel()
 	called := false
 	_, err := Run(ctx, []Step{{Name: "node image", Execute: func(context.Context) error { called = true; return nil }}},
-		clocktesting.NewFakePassiveClock(time.Unix(0, 0)), slog.New(slog.DiscardHandler))
+		clocktesting.NewFakePassiveClock(time.Unix(0, 0)), slog.New(slog.DiscardHandler), nil)
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("err = %v, called = %v; want context.Canceled before the step runs", err, called)
 	}

@@ -146,7 +146,7 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	res, err := trellislocal.Up(ctx, l.ClusterDefinition, trellislocal.Options{
 		Kubeconfig: o.kubeconfig, Bin: o.bin, Image: o.image.options(log),
 		Recreate: o.recreate, Retain: o.retain, Wait: o.wait, Log: log, Out: s.Out,
-		Fleet: o.fleet, FleetKubeconfig: o.fleetKubeconfig,
+		Progress: s.Out, Fleet: o.fleet, FleetKubeconfig: o.fleetKubeconfig,
 	})
 	if err != nil {
 		return err
