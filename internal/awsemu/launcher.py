@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
-# rollout engine hit (docs/aws-emulator-research.md). Embedded in internal/awsemu, which runs it.
+# rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
 """moto_server 5.2.1 + nine edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.

@@ -14,9 +14,10 @@ import (
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
 )
 
-// PlotFile is the README's plot of a recorded tenant: UPDATE=1 (make
-// backtest-recorded) redraws it.
-var PlotFile = filepath.Join("..", "..", "..", "..", "docs", "quota-forecast-recorded.png")
+// PlotFile is the plot of a recorded tenant in
+// docs/benchmarks/backtest-recorded.md: UPDATE=1 (make backtest-recorded)
+// redraws it.
+var PlotFile = filepath.Join("..", "..", "..", "..", "docs", "benchmarks", "quota-forecast-recorded.png")
 
 // TestBacktestRecorded scores the planners on the committed recording
 // (`make backtest-recorded` rewrites it): each tenant's request rate as a
