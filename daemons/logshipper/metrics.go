@@ -11,6 +11,7 @@ type Metrics struct {
 	truncations, truncated         prometheus.Counter
 	malformed, abandoned           prometheus.Counter
 	lag                            *prometheus.GaugeVec
+	skippedBytes, gaps             *prometheus.CounterVec
 	collectors                     []prometheus.Collector
 }
 
@@ -26,8 +27,12 @@ func newMetrics() *Metrics {
 		malformed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_logshipper_lines_malformed_total", Help: "Lines not in the CRI format (shipped raw)."}),
 		abandoned:   prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_logshipper_files_abandoned_total", Help: "Deleted files given up on before they were fully shipped."}),
 		lag:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trellis_logshipper_lag_bytes", Help: "Bytes written to a container's log and not yet read."}, []string{"namespace", "pod", "container"}),
+		skippedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_logshipper_skipped_bytes_total",
+			Help: "Bytes of a container's log lost before they were read (a lower bound): rotated past retention while the shipper was down, truncated with no copy, or deleted and given up on."}, []string{"namespace", "pod", "container"}),
+		gaps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trellis_logshipper_gaps_total",
+			Help: "Holes in a container's shipped log, each marked by a record with a gap field."}, []string{"namespace", "pod", "container"}),
 	}
-	m.collectors = []prometheus.Collector{m.linesIn, m.bytesIn, m.linesOut, m.bytesOut, m.sendErrors, m.truncations, m.truncated, m.malformed, m.abandoned, m.lag}
+	m.collectors = []prometheus.Collector{m.linesIn, m.bytesIn, m.linesOut, m.bytesOut, m.sendErrors, m.truncations, m.truncated, m.malformed, m.abandoned, m.lag, m.skippedBytes, m.gaps}
 	return m
 }
 

@@ -3,21 +3,25 @@
 // pod's identity from one node-scoped informer, and ships batches to a sink
 // (Kafka, stdout or a file) at least once: a file's position is
 // checkpointed only after the sink acknowledged everything before it.
+//
+// Every generation of a container's log (each file the runtime wrote
+// before a rotation) is read once, oldest first, however many rotations
+// happened while the shipper was stopped, slow or dead; a generation gone
+// before it was read is reported (metric, log line, marker record), never
+// skipped in silence. docs/design/log-shipping.md says how.
 package logshipper
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -70,10 +74,15 @@ type MetadataSource interface {
 type Shipper struct {
 	cfg     Config
 	log     *slog.Logger
-	files   map[uint64]*file
-	saved   map[uint64]Position // from the checkpoint at start
-	batches chan *batch
-	metrics *Metrics
+	files   map[uint64]*file    // open, by inode
+	saved   map[uint64]Position // from the checkpoint at start, not yet found
+	done    map[uint64]Position // rotated files read to their end, closed
+	nextSeq uint64              // the next generation's order number
+	// firstRun: no checkpoint existed, so rotated files in the first scan
+	// are older than this node's shipper and not shipped.
+	firstRun bool
+	batches  chan *batch
+	metrics  *Metrics
 
 	saveMu         sync.Mutex
 	mu             sync.Mutex
@@ -87,7 +96,11 @@ type file struct {
 	ns, pod, uid, container string
 	inode                   uint64
 	key                     string // the generation (see Position.Key)
+	seq                     uint64 // the generation's order (see Position.Seq)
 	f                       *os.File
+	// size is the largest size seen of this generation: what a gap counts
+	// when the generation is gone before it was read.
+	size int64
 	// pos is the file offset just past buf's bytes; buf holds bytes read
 	// but not yet parsed into complete lines.
 	pos int64
@@ -113,7 +126,15 @@ type batch struct {
 	records []sink.Record
 	bytes   int
 	ends    map[string]Position
-	forget  []string
+	// forget: generations gone from disk; finish: rotated files read to
+	// their end (kept, marked done, while they are on disk). Both apply
+	// once the batch's records are acknowledged.
+	forget []string
+	finish []Position
+}
+
+func (b *batch) empty() bool {
+	return len(b.records) == 0 && len(b.forget) == 0 && len(b.finish) == 0
 }
 
 // New returns a shipper.
@@ -151,18 +172,27 @@ func New(cfg Config) (*Shipper, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	_, statErr := os.Stat(cfg.Checkpoint)
 	saved, err := loadCheckpoint(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	acked := make(map[string]Position, len(saved))
-	byInode := make(map[uint64]Position, len(saved))
-	for k, v := range saved {
-		acked[k] = v
-		byInode[v.Inode] = v
+	s := &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: map[uint64]Position{}, done: map[uint64]Position{},
+		acked: map[string]Position{}, firstRun: os.IsNotExist(statErr), nextSeq: 1,
+		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}
+	for _, p := range saved {
+		// One generation per inode: of two (a checkpoint written before
+		// generations were ordered), the newer one.
+		if old, ok := s.saved[p.Inode]; ok && old.Seq > p.Seq {
+			continue
+		}
+		s.saved[p.Inode] = p
+		s.nextSeq = max(s.nextSeq, p.Seq+1)
 	}
-	return &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: byInode, acked: acked,
-		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}, nil
+	for _, p := range s.saved {
+		s.acked[p.Key] = p
+	}
+	return s, nil
 }
 
 // Metrics returns the shipper's metrics.
@@ -192,13 +222,23 @@ func (s *Shipper) read(ctx context.Context) error {
 			lastScan = s.cfg.Clock.Now()
 		}
 		progress := false
-		for _, f := range s.files {
+		// A container's generations are read oldest first: a newer one
+		// only once every older one is read to its end.
+		busy := ""
+		for _, f := range s.ordered() {
+			if f.dir == busy {
+				continue
+			}
+			seq := f.seq
 			n, err := s.readFile(f, b)
 			if err != nil {
 				s.log.Warn("read failed", "file", filepath.Join(f.dir, f.name), "err", err)
 			}
 			if n > 0 {
 				progress = true
+			}
+			if n > 0 || f.seq != seq { // read, or became a newer generation
+				busy = f.dir
 			}
 			if len(b.records) >= s.cfg.BatchLines || b.bytes >= s.cfg.BatchBytes {
 				if !s.flush(ctx, b) {
@@ -207,7 +247,7 @@ func (s *Shipper) read(ctx context.Context) error {
 				b, lastFlush = newBatch(), s.cfg.Clock.Now()
 			}
 		}
-		if (len(b.records) > 0 || len(b.forget) > 0) && (s.cfg.Clock.Since(lastFlush) >= s.cfg.Linger || !progress) {
+		if !b.empty() && (s.cfg.Clock.Since(lastFlush) >= s.cfg.Linger || !progress) {
 			if !s.flush(ctx, b) {
 				return nil
 			}
@@ -224,6 +264,27 @@ func (s *Shipper) read(ctx context.Context) error {
 }
 
 func newBatch() *batch { return &batch{ends: map[string]Position{}} }
+
+// ordered returns the open files by container dir, oldest generation
+// first.
+func (s *Shipper) ordered() []*file {
+	fs := make([]*file, 0, len(s.files))
+	for _, f := range s.files {
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(a, b *file) int {
+		return cmp.Or(strings.Compare(a.dir, b.dir), cmp.Compare(a.seq, b.seq))
+	})
+	return fs
+}
+
+// newGeneration gives f a new generation: a new key and the next place in
+// its container's order.
+func (s *Shipper) newGeneration(f *file) {
+	f.key = newKey(f.inode)
+	f.seq = s.nextSeq
+	s.nextSeq++
+}
 
 // newKey names a new generation of the file with inode ino. The wall
 // clock only makes the name unique: it is not a time the shipper acts on,
@@ -275,7 +336,7 @@ func (s *Shipper) send(ctx context.Context) {
 			if cur, ok := s.acked[k]; ok {
 				// Keep where the generation lives now (a copy may have
 				// taken it over since these lines were read).
-				cur.Offset = p.Offset
+				cur.Offset, cur.Size = p.Offset, max(cur.Size, p.Size)
 				if len(p.Head) > len(cur.Head) {
 					cur.Head = p.Head
 				}
@@ -286,6 +347,12 @@ func (s *Shipper) send(ctx context.Context) {
 		}
 		for _, k := range b.forget {
 			delete(s.acked, k)
+		}
+		for _, p := range b.finish {
+			if cur, ok := s.acked[p.Key]; ok {
+				cur.Done, cur.Size = true, p.Size
+				s.acked[p.Key] = cur
+			}
 		}
 		s.mu.Unlock()
 		s.save()
@@ -321,15 +388,18 @@ func (s *Shipper) register(f *file) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.acked[f.key]; ok {
-		changed := cur.Inode != f.inode || cur.Path != f.name || len(f.head) > len(cur.Head)
-		cur.Inode, cur.Path, cur.Dir = f.inode, f.name, f.dir
+		changed := cur.Inode != f.inode || cur.Path != f.name || len(f.head) > len(cur.Head) || cur.Seq != f.seq
+		cur.Inode, cur.Path, cur.Dir, cur.Seq = f.inode, f.name, f.dir, f.seq
 		if len(f.head) > len(cur.Head) {
 			cur.Head = f.head
 		}
+		// The size rides along with the next save; alone it is no reason
+		// for one.
+		cur.Size = max(cur.Size, f.size)
 		s.acked[f.key] = cur
 		return changed
 	}
-	s.acked[f.key] = Position{Key: f.key, Dir: f.dir, Path: f.name, Inode: f.inode, Offset: f.pos, Head: f.head}
+	s.acked[f.key] = Position{Key: f.key, Seq: f.seq, Dir: f.dir, Path: f.name, Inode: f.inode, Offset: f.pos, Size: f.size, Head: f.head}
 	return true
 }
 
@@ -338,347 +408,4 @@ func (s *Shipper) CheckpointAge() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.Clock.Since(s.lastCheckpoint)
-}
-
-var (
-	currentLog = regexp.MustCompile(`^[0-9]+\.log$`)
-	rotatedLog = regexp.MustCompile(`^[0-9]+\.log\.[^/]+$`)
-)
-
-// discover opens new files, notices renamed, deleted and truncated ones,
-// and closes the ones that are finished.
-func (s *Shipper) discover(b *batch) {
-	registered := false
-	defer func() {
-		if registered {
-			s.save()
-		}
-	}()
-	pods, _ := os.ReadDir(s.cfg.Root)
-	seen := map[uint64]string{} // inode -> path
-	for _, pd := range pods {
-		if !pd.IsDir() {
-			continue
-		}
-		parts := strings.SplitN(pd.Name(), "_", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		ctrs, _ := os.ReadDir(filepath.Join(s.cfg.Root, pd.Name()))
-		for _, cd := range ctrs {
-			if !cd.IsDir() {
-				continue
-			}
-			dir := filepath.Join(s.cfg.Root, pd.Name(), cd.Name())
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				name := e.Name()
-				current := currentLog.MatchString(name)
-				if !current && (!rotatedLog.MatchString(name) || strings.HasSuffix(name, ".gz")) {
-					continue
-				}
-				fi, err := e.Info()
-				if err != nil {
-					continue
-				}
-				ino := fi.Sys().(*syscall.Stat_t).Ino
-				seen[ino] = filepath.Join(dir, name)
-				if f, ok := s.files[ino]; ok {
-					f.name = name
-					continue
-				}
-				pos, known := s.saved[ino]
-				if !current && !known {
-					// A rotated name we never read: a copytruncate copy of
-					// lines already shipped, or older than this node's
-					// shipper. Not ours to ship.
-					continue
-				}
-				f, err := s.open(dir, name, ino, parts, cd.Name())
-				if err != nil {
-					s.log.Warn("cannot open log", "file", filepath.Join(dir, name), "err", err)
-					continue
-				}
-				delete(s.saved, ino)
-				s.files[ino] = f
-				f.key = newKey(ino)
-				if known {
-					f.key, f.head = pos.Key, pos.Head
-					if pos.Offset <= fi.Size() && f.headMatches() {
-						f.pos = pos.Offset
-					} else {
-						// Truncated and rewritten while we were down: the
-						// lines after our position are in the copy.
-						s.truncated(f, pos.Offset)
-					}
-				}
-				if s.register(f) {
-					registered = true
-				}
-			}
-		}
-	}
-	now := s.cfg.Clock.Now()
-	for ino, f := range s.files {
-		path, ok := seen[ino]
-		if ok && currentLog.MatchString(filepath.Base(path)) {
-			// Still the live file: check for copytruncate.
-			f.captureHead()
-			if s.register(f) { // a new head or name to persist
-				registered = true
-			}
-			if fi, err := f.f.Stat(); err == nil && (fi.Size() < f.pos || !f.headMatches()) {
-				s.log.Info("file truncated; reading its copy, then the file from the start", "file", path)
-				s.truncated(f, f.pos-int64(len(f.buf)))
-				registered = true
-			}
-			if fi, err := f.f.Stat(); err == nil {
-				s.metrics.lag.WithLabelValues(f.ns, f.pod, f.container).Set(float64(fi.Size() - f.pos))
-			}
-			continue
-		}
-		if !f.rotated {
-			f.rotated, f.rotatedAt = true, now
-			f.deleted = !ok
-		}
-		if !ok && !f.deleted {
-			f.deleted, f.rotatedAt = true, now
-		}
-		finished := !f.idleSince.IsZero() && now.Sub(f.idleSince) >= s.cfg.RotatedGrace
-		expired := f.deleted && now.Sub(f.rotatedAt) >= s.cfg.DeletedGrace
-		if finished || expired {
-			if expired && !finished {
-				s.log.Warn("gave up on a deleted file before reading it all", "dir", f.dir, "inode", ino)
-				s.metrics.abandoned.Inc()
-			}
-			f.f.Close()
-			delete(s.files, ino)
-			b.forget = append(b.forget, f.key)
-			s.metrics.lag.DeleteLabelValues(f.ns, f.pod, f.container)
-		}
-	}
-	// Checkpointed files that no longer exist anywhere: forget them.
-	for ino, p := range s.saved {
-		if _, ok := seen[ino]; !ok {
-			delete(s.saved, ino)
-			b.forget = append(b.forget, p.Key)
-		}
-	}
-}
-
-func (s *Shipper) open(dir, name string, ino uint64, podParts []string, container string) (*file, error) {
-	fh, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		return nil, err
-	}
-	fi, err := fh.Stat()
-	if err != nil || fi.Sys().(*syscall.Stat_t).Ino != ino {
-		fh.Close()
-		return nil, fmt.Errorf("file changed while opening")
-	}
-	return &file{dir: dir, name: name, ns: podParts[0], pod: podParts[1], uid: podParts[2], container: container,
-		inode: ino, f: fh, buf: make([]byte, 0, 32<<10)}, nil
-}
-
-// truncated handles a copytruncate of f: the copy (a rotated name in the
-// same dir starting with f's head) is read from offset, the position up to
-// which f was parsed, and f from its start.
-func (s *Shipper) truncated(f *file, offset int64) {
-	s.metrics.truncations.Inc()
-	if len(f.head) > 0 {
-		if c := s.findCopy(f.dir, f.head, offset); c != nil {
-			// The copy carries on f's generation.
-			c.pos, c.head, c.rotated, c.rotatedAt, c.key = offset, f.head, true, s.cfg.Clock.Now(), f.key
-			c.partial, c.partialTrunc = f.partial, f.partialTrunc
-			s.files[c.inode] = c
-			s.register(c)
-		}
-	}
-	f.pos, f.buf, f.partial, f.partialTrunc, f.skipping, f.head = 0, f.buf[:0], nil, false, false, nil
-	f.key = newKey(f.inode)
-	// The new generation's head at once, if it has one: a checkpoint with
-	// no head cannot tell this generation from the next.
-	f.captureHead()
-	s.register(f)
-}
-
-// findCopy opens an untracked rotated file of dir that starts with head and
-// is longer than offset.
-func (s *Shipper) findCopy(dir string, head []byte, offset int64) *file {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if !rotatedLog.MatchString(e.Name()) || strings.HasSuffix(e.Name(), ".gz") {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || fi.Size() < offset {
-			continue
-		}
-		ino := fi.Sys().(*syscall.Stat_t).Ino
-		if _, tracked := s.files[ino]; tracked {
-			continue
-		}
-		pod := strings.SplitN(filepath.Base(filepath.Dir(dir)), "_", 3)
-		if len(pod) != 3 {
-			return nil
-		}
-		c, err := s.open(dir, e.Name(), ino, pod, filepath.Base(dir))
-		if err != nil {
-			continue
-		}
-		got := make([]byte, len(head))
-		if n, _ := c.f.ReadAt(got, 0); n == len(head) && bytes.Equal(got, head) {
-			return c
-		}
-		c.f.Close()
-	}
-	return nil
-}
-
-// captureHead remembers the file's first bytes (up to headLen) once the
-// file has them, extending a short head only while it is still a prefix.
-func (f *file) captureHead() bool {
-	if len(f.head) >= headLen || f.rotated {
-		return false
-	}
-	head := make([]byte, headLen)
-	n, _ := f.f.ReadAt(head, 0)
-	if n > len(f.head) && bytes.HasPrefix(head[:n], f.head) {
-		f.head = head[:n]
-		return true
-	}
-	return false
-}
-
-// headMatches reports whether the file still starts with the bytes it
-// started with when first read.
-func (f *file) headMatches() bool {
-	if len(f.head) == 0 {
-		return true
-	}
-	var buf [headLen]byte // on the stack: every read checks
-	cur := buf[:len(f.head)]
-	n, _ := f.f.ReadAt(cur, 0)
-	return n < len(f.head) || bytes.Equal(cur, f.head)
-}
-
-const readChunk = 64 << 10
-
-// readFile reads what is new in f and appends complete lines to b. It
-// returns the number of bytes read.
-func (s *Shipper) readFile(f *file, b *batch) (int, error) {
-	if cap(f.buf)-len(f.buf) < readChunk/2 {
-		grown := make([]byte, len(f.buf), len(f.buf)+readChunk)
-		copy(grown, f.buf)
-		f.buf = grown
-	}
-	n, err := f.f.ReadAt(f.buf[len(f.buf):cap(f.buf)], f.pos)
-	if n == 0 {
-		if f.idleSince.IsZero() && f.rotated {
-			f.idleSince = s.cfg.Clock.Now()
-		}
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-		return 0, err
-	}
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if !f.headMatches() {
-		// Truncated and rewritten since the last scan, and regrown past
-		// pos: these bytes may be the new generation's, at an offset that
-		// means nothing in it. The lines not yet read are in the copy.
-		s.log.Info("file truncated under the reader; reading its copy, then the file from the start", "file", filepath.Join(f.dir, f.name))
-		s.truncated(f, f.pos-int64(len(f.buf)))
-		s.save()
-		return 0, err
-	}
-	f.idleSince = time.Time{}
-	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {
-		// Remember the file's first bytes (read from offset 0).
-		f.head = append(f.head[:0], f.buf[:min(len(f.buf)+n, headLen)]...)
-	}
-	f.buf = f.buf[:len(f.buf)+n]
-	f.pos += int64(n)
-	s.metrics.bytesIn.Add(float64(n))
-	start := f.pos - int64(len(f.buf)) // file offset of buf[0]
-	consumed := 0
-	for {
-		i := bytes.IndexByte(f.buf[consumed:], '\n')
-		if i < 0 {
-			break
-		}
-		line := f.buf[consumed : consumed+i]
-		consumed += i + 1
-		if f.skipping {
-			f.skipping = false // the end of an over-long line
-			continue
-		}
-		s.line(f, line, start+int64(consumed), b)
-	}
-	rest := f.buf[consumed:]
-	if len(rest) > s.cfg.MaxLine {
-		// An over-long physical line: ship what we have, skip to '\n'.
-		s.line(f, rest[:s.cfg.MaxLine], -1, b)
-		f.skipping, rest = true, nil
-		s.metrics.truncated.Inc()
-	}
-	// Keep the unparsed tail; shrink a buffer grown for a long line.
-	if cap(f.buf) > 1<<20 && len(rest) < 32<<10 {
-		f.buf = append(make([]byte, 0, 32<<10), rest...)
-	} else {
-		f.buf = append(f.buf[:0], rest...)
-	}
-	return n, err
-}
-
-// line handles one physical line ending at file offset end (-1: not a line
-// boundary, so no checkpoint may point there).
-func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
-	s.metrics.linesIn.Inc()
-	cut := len(raw) > s.cfg.MaxLine
-	if cut {
-		raw = raw[:s.cfg.MaxLine]
-		s.metrics.truncated.Inc()
-	}
-	e := ParseCRI(raw)
-	if e.Partial {
-		if cut {
-			f.partialTrunc = true
-		}
-		if len(f.partial)+len(e.Message) > s.cfg.MaxLine {
-			room := max(s.cfg.MaxLine-len(f.partial), 0)
-			f.partial = append(f.partial, e.Message[:room]...)
-			f.partialTrunc = true
-		} else {
-			f.partial = append(f.partial, e.Message...)
-		}
-		return
-	}
-	msg := e.Message
-	trunc := end < 0 || cut
-	if len(f.partial) > 0 {
-		msg = append(f.partial, e.Message...)
-		if len(msg) > s.cfg.MaxLine {
-			msg, f.partialTrunc = msg[:s.cfg.MaxLine], true
-		}
-		trunc = trunc || f.partialTrunc
-		f.partial, f.partialTrunc = nil, false
-	}
-	if e.Malformed {
-		s.metrics.malformed.Inc()
-	}
-	r := sink.Record{Time: e.Time, Stream: e.Stream, Log: string(msg), Namespace: f.ns, Pod: f.pod, Container: f.container,
-		UID: f.uid, Node: s.cfg.Node, Truncated: trunc, Malformed: e.Malformed}
-	if s.cfg.Meta != nil {
-		if svc, env, labels, ok := s.cfg.Meta.Lookup(f.uid); ok {
-			r.Service, r.Env, r.Labels = svc, env, labels
-		}
-	}
-	b.records = append(b.records, r)
-	b.bytes += len(msg)
-	if end >= 0 {
-		b.ends[f.key] = Position{Key: f.key, Dir: f.dir, Path: f.name, Inode: f.inode, Offset: end, Head: f.head}
-	}
 }

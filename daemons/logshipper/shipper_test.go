@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,16 +298,36 @@ func TestDeletedFileAbandonedAfterGrace(t *testing.T) {
 		cp, err := loadCheckpoint(checkpoint)
 		return err == nil && len(cp) == 0 && len(m.logs()) > 0
 	})
-	got := m.logs()
+	poll("the gap's marker to be shipped", func() bool {
+		fc.Step(time.Second)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.recs) > 0 && m.recs[len(m.recs)-1].Gap != nil
+	})
+	m.mu.Lock()
+	recs := slices.Clone(m.recs)
+	m.mu.Unlock()
+	got, marker := recs[:len(recs)-1], recs[len(recs)-1]
 	if len(got) < 50 || len(got) >= len(lines) {
 		t.Fatalf("%d lines shipped, want those read before the file was given up (at least a batch, not all %d)", len(got), len(lines))
 	}
-	for i, l := range got {
-		if want := fmt.Sprintf("line %03d %s", i, pad); l != want {
-			t.Fatalf("record %d is %.12q, want %.12q: the lines read must ship in order, once", i, l, want)
+	for i, r := range got {
+		if want := fmt.Sprintf("line %03d %s", i, pad); r.Log != want {
+			t.Fatalf("record %d is %.12q, want %.12q: the lines read must ship in order, once", i, r.Log, want)
 		}
 	}
-	t.Logf("%d of %d lines read before the file was given up %s after its deletion", len(got), len(lines), stepped)
+	// The rest is counted, and marked where it would have been.
+	from, to := len(strings.Join(lines[:len(got)], "")), len(strings.Join(lines, ""))
+	want := sink.Gap{File: filepath.Join(d, "0.log"), From: int64(from), To: int64(to), Bytes: int64(to - from), Reason: "deleted, and given up on after the deleted-file grace"}
+	g := *marker.Gap
+	g.Inode = 0
+	if g != want || marker.Namespace != "shop" || marker.Pod != "web-1" || marker.Container != "app" {
+		t.Errorf("marker %+v gap %+v, want the gap %+v of shop/web-1/app", marker, g, want)
+	}
+	if n := testutil.ToFloat64(sh.metrics.skippedBytes.WithLabelValues("shop", "web-1", "app")); n != float64(to-from) {
+		t.Errorf("skipped bytes %v, want %d", n, to-from)
+	}
+	t.Logf("%d of %d lines read before the file was given up %s after its deletion; marker: %s", len(got), len(lines), stepped, marker.Log)
 }
 
 // TestCopytruncateBetweenScanAndRead drives one reader step by step: the

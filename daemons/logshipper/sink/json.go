@@ -2,6 +2,7 @@ package sink
 
 import (
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -53,6 +54,21 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	}
 	if r.Malformed {
 		b = append(b, `,"malformed":true`...)
+	}
+	if g := r.Gap; g != nil {
+		b = append(b, `,"gap":{"file":`...)
+		b = appendString(b, g.File)
+		b = append(b, `,"inode":`...)
+		b = strconv.AppendUint(b, g.Inode, 10)
+		b = append(b, `,"from":`...)
+		b = strconv.AppendInt(b, g.From, 10)
+		b = append(b, `,"to":`...)
+		b = strconv.AppendInt(b, g.To, 10)
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, g.Bytes, 10)
+		b = append(b, `,"reason":`...)
+		b = appendString(b, g.Reason)
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }

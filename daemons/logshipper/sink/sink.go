@@ -26,6 +26,20 @@ type Record struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Truncated bool              `json:"truncated,omitempty"`
 	Malformed bool              `json:"malformed,omitempty"`
+	// Gap, on a record the shipper adds, marks lines of this container
+	// lost before they were read; Log says so in words.
+	Gap *Gap `json:"gap,omitempty"`
+}
+
+// Gap is a hole in a container's shipped log: bytes From to To of File
+// (a lower bound: Bytes) were gone before the shipper read them.
+type Gap struct {
+	File   string `json:"file"`
+	Inode  uint64 `json:"inode"`
+	From   int64  `json:"from"`
+	To     int64  `json:"to"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
 }
 
 // Sink delivers batches. Send returns only once the whole batch is durably

@@ -1,0 +1,139 @@
+package logshipper
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+)
+
+const readChunk = 64 << 10
+
+// readFile reads what is new in f and appends complete lines to b. It
+// returns the number of bytes read.
+func (s *Shipper) readFile(f *file, b *batch) (int, error) {
+	if cap(f.buf)-len(f.buf) < readChunk/2 {
+		grown := make([]byte, len(f.buf), len(f.buf)+readChunk)
+		copy(grown, f.buf)
+		f.buf = grown
+	}
+	n, err := f.f.ReadAt(f.buf[len(f.buf):cap(f.buf)], f.pos)
+	if n == 0 {
+		if f.idleSince.IsZero() && f.rotated {
+			f.idleSince = s.cfg.Clock.Now()
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return 0, err
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if !f.headMatches() {
+		// Truncated and rewritten since the last scan, and regrown past
+		// pos: these bytes may be the new generation's, at an offset that
+		// means nothing in it. The lines not yet read are in the copy.
+		s.log.Info("file truncated under the reader; reading its copy, then the file from the start", "file", filepath.Join(f.dir, f.name))
+		s.truncated(f, f.pos-int64(len(f.buf)), b)
+		s.save()
+		return 0, err
+	}
+	f.idleSince = time.Time{}
+	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {
+		// Remember the file's first bytes (read from offset 0).
+		f.head = append(f.head[:0], f.buf[:min(len(f.buf)+n, headLen)]...)
+	}
+	f.buf = f.buf[:len(f.buf)+n]
+	f.pos += int64(n)
+	f.size = max(f.size, f.pos)
+	s.metrics.bytesIn.Add(float64(n))
+	start := f.pos - int64(len(f.buf)) // file offset of buf[0]
+	consumed := 0
+	for {
+		i := bytes.IndexByte(f.buf[consumed:], '\n')
+		if i < 0 {
+			break
+		}
+		line := f.buf[consumed : consumed+i]
+		consumed += i + 1
+		if f.skipping {
+			f.skipping = false // the end of an over-long line
+			continue
+		}
+		s.line(f, line, start+int64(consumed), b)
+	}
+	rest := f.buf[consumed:]
+	if len(rest) > s.cfg.MaxLine {
+		// An over-long physical line: ship what we have, skip to '\n'.
+		s.line(f, rest[:s.cfg.MaxLine], -1, b)
+		f.skipping, rest = true, nil
+		s.metrics.truncated.Inc()
+	}
+	// Keep the unparsed tail; shrink a buffer grown for a long line.
+	if cap(f.buf) > 1<<20 && len(rest) < 32<<10 {
+		f.buf = append(make([]byte, 0, 32<<10), rest...)
+	} else {
+		f.buf = append(f.buf[:0], rest...)
+	}
+	return n, err
+}
+
+// line handles one physical line ending at file offset end (-1: not a line
+// boundary, so no checkpoint may point there).
+func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
+	s.metrics.linesIn.Inc()
+	cut := len(raw) > s.cfg.MaxLine
+	if cut {
+		raw = raw[:s.cfg.MaxLine]
+		s.metrics.truncated.Inc()
+	}
+	e := ParseCRI(raw)
+	if e.Partial {
+		if cut {
+			f.partialTrunc = true
+		}
+		if len(f.partial)+len(e.Message) > s.cfg.MaxLine {
+			room := max(s.cfg.MaxLine-len(f.partial), 0)
+			f.partial = append(f.partial, e.Message[:room]...)
+			f.partialTrunc = true
+		} else {
+			f.partial = append(f.partial, e.Message...)
+		}
+		return
+	}
+	msg := e.Message
+	trunc := end < 0 || cut
+	if len(f.partial) > 0 {
+		msg = append(f.partial, e.Message...)
+		if len(msg) > s.cfg.MaxLine {
+			msg, f.partialTrunc = msg[:s.cfg.MaxLine], true
+		}
+		trunc = trunc || f.partialTrunc
+		f.partial, f.partialTrunc = nil, false
+	}
+	if e.Malformed {
+		s.metrics.malformed.Inc()
+	}
+	r := s.record(f.ns, f.pod, f.uid, f.container)
+	r.Time, r.Stream, r.Log, r.Truncated, r.Malformed = e.Time, e.Stream, string(msg), trunc, e.Malformed
+	b.records = append(b.records, r)
+	b.bytes += len(msg)
+	if end >= 0 {
+		b.ends[f.key] = f.position(end)
+	}
+}
+
+// record is a record of a container's log, with its pod's identity.
+func (s *Shipper) record(ns, pod, uid, container string) sink.Record {
+	r := sink.Record{Namespace: ns, Pod: pod, Container: container, UID: uid, Node: s.cfg.Node}
+	if s.cfg.Meta != nil {
+		if svc, env, labels, ok := s.cfg.Meta.Lookup(uid); ok {
+			r.Service, r.Env, r.Labels = svc, env, labels
+		}
+	}
+	return r
+}
