@@ -146,7 +146,13 @@ func (s *Shipper) scanDir(dir string, pod []string, ctr string, seen map[uint64]
 	for _, e := range listDir(dir) {
 		seen[e.ino] = filepath.Join(dir, e.name)
 		if f, ok := s.files[e.ino]; ok {
-			f.name = e.name
+			if f.name != e.name {
+				// Renamed: the checkpoint learns where it lives now.
+				f.name = e.name
+				if s.register(f) {
+					registered = true
+				}
+			}
 			continue
 		}
 		p, known := s.saved[e.ino]
