@@ -27,23 +27,39 @@ type entry struct {
 }
 
 // listDir returns the live (N.log) and rotated (N.log.<anything but .gz>)
-// logs of a container's dir.
+// logs of a container's dir. A file renamed while the dir is read may be
+// listed under neither name: a listing in which a name vanished is read
+// again (a few times), so that a rotation is not taken for a deletion.
 func listDir(dir string) []entry {
-	ents, _ := os.ReadDir(dir)
 	var out []entry
-	for _, e := range ents {
-		name := e.Name()
-		current := currentLog.MatchString(name)
-		if !current && (!rotatedLog.MatchString(name) || strings.HasSuffix(name, ".gz")) {
-			continue
+	for range 3 {
+		ents, _ := os.ReadDir(dir)
+		out = out[:0]
+		vanished := false
+		for _, e := range ents {
+			name := e.Name()
+			current := currentLog.MatchString(name)
+			if !current && (!rotatedLog.MatchString(name) || strings.HasSuffix(name, ".gz")) {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				vanished = true
+				continue
+			}
+			out = append(out, entry{name: name, ino: fi.Sys().(*syscall.Stat_t).Ino, size: fi.Size(), mtime: fi.ModTime(), current: current})
 		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
+		if !vanished {
+			break
 		}
-		out = append(out, entry{name: name, ino: fi.Sys().(*syscall.Stat_t).Ino, size: fi.Size(), mtime: fi.ModTime(), current: current})
 	}
 	return out
+}
+
+// inDir reports whether a file of dir has inode ino, from a new listing:
+// before a generation is taken for gone, its dir is read once more.
+func inDir(dir string, ino uint64) bool {
+	return slices.ContainsFunc(listDir(dir), func(e entry) bool { return e.ino == ino })
 }
 
 // discover opens new files and generations, notices renamed, deleted and
@@ -80,6 +96,9 @@ func (s *Shipper) discover(b *batch) {
 	now := s.cfg.Clock.Now()
 	for ino, f := range s.files {
 		path, ok := seen[ino]
+		if !ok && inDir(f.dir, ino) {
+			continue // missed by a listing racing a rename: next scan
+		}
 		if ok && currentLog.MatchString(filepath.Base(path)) {
 			continue // the live file: scanDir checked it
 		}
@@ -120,7 +139,7 @@ func (s *Shipper) discover(b *batch) {
 	// Generations of the checkpoint that are nowhere: read to their end,
 	// or lost before they were.
 	for ino, p := range s.saved {
-		if _, ok := seen[ino]; !ok {
+		if _, ok := seen[ino]; !ok && !inDir(p.Dir, ino) {
 			delete(s.saved, ino)
 			if !p.Done {
 				s.gap(b, p.Dir, p.Path, p.Inode, p.Offset, p.Size, "gone before it was read to its end")
@@ -129,7 +148,7 @@ func (s *Shipper) discover(b *batch) {
 		}
 	}
 	for ino, p := range s.done {
-		if _, ok := seen[ino]; !ok {
+		if _, ok := seen[ino]; !ok && !inDir(p.Dir, ino) {
 			delete(s.done, ino)
 			b.forget = append(b.forget, p.Key)
 		}
