@@ -235,7 +235,7 @@ func (s *Shipper) scanDir(dir string, pod []string, ctr string, seen map[uint64]
 		}
 		if fi.Size() < f.pos || !f.headMatches() {
 			s.log.Info("file truncated; reading its copy, then the file from the start", "file", filepath.Join(dir, f.name))
-			s.truncated(f, f.pos-int64(len(f.buf)), b)
+			s.truncated(f, f.pos-int64(len(f.buf)), false, b)
 			registered = true
 			continue
 		}
@@ -266,7 +266,7 @@ func (s *Shipper) resume(dir string, e entry, p Position, pod []string, ctr stri
 		// Truncated and rewritten while we were down (the lines after
 		// our position are in the copy), or the inode now holds another
 		// file (the generation is gone).
-		s.truncated(f, p.Offset, b)
+		s.truncated(f, p.Offset, true, b)
 	}
 	s.register(f)
 	return true
@@ -409,8 +409,11 @@ func (f *file) position(offset int64) Position {
 // truncated handles a copytruncate of f: the copy (a rotated name in the
 // same dir starting with f's head) is read from offset, the position up to
 // which f was parsed, and f from its start as a new generation. With no
-// copy, the bytes of f's generation not read are reported lost.
-func (s *Shipper) truncated(f *file, offset int64, b *batch) {
+// copy, the bytes of f's generation not read are reported lost; so is the
+// generation itself when it was not watched (unseen: found truncated, or
+// its inode reused, at a restart), even with no byte known unread: what
+// it gained while the shipper was down is gone.
+func (s *Shipper) truncated(f *file, offset int64, unseen bool, b *batch) {
 	s.metrics.truncations.Inc()
 	end := max(f.size, f.pos)
 	var c *file
@@ -431,7 +434,7 @@ func (s *Shipper) truncated(f *file, offset int64, b *batch) {
 			s.gap(b, f.dir, f.name, f.inode, c.size, end, "truncated after its copy was taken")
 		}
 	} else {
-		if end > offset {
+		if end > offset || unseen {
 			s.gap(b, f.dir, f.name, f.inode, offset, end, "truncated, and no copy of it found")
 		}
 		b.forget = append(b.forget, f.key)

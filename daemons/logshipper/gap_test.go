@@ -138,3 +138,59 @@ func TestGapWhenGenerationGoneBeforeRead(t *testing.T) {
 		t.Errorf("want one warning naming %s and bytes 0 to %d, got %v", rotated, lost, warned)
 	}
 }
+
+// TestGapWhenCopyGoneBeforeRead: the live file is copied aside and
+// truncated while the shipper is stopped, and retention deletes the copy
+// before it comes back. Nothing unread was known (the shipper had shipped
+// all it saw), but what the generation gained while it was down is gone:
+// the next run marks the hole before the new generation's lines.
+func TestGapWhenCopyGoneBeforeRead(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	live := filepath.Join(d, "0.log")
+	checkpoint := filepath.Join(t.TempDir(), "cp.json")
+	appendFile(t, live, criLine("stdout", "F", "gen0 line 0"), criLine("stdout", "F", "gen0 line 1"))
+	m := &memSink{}
+	start := func() (*Shipper, func()) {
+		sh, err := New(Config{Root: root, Checkpoint: checkpoint, Sink: m, Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = sh.Run(ctx); close(done) }()
+		stop := func() { cancel(); <-done }
+		t.Cleanup(stop)
+		return sh, stop
+	}
+	_, stop := start()
+	waitLogs(t, m, 2)
+	stop()
+	appendFile(t, live, criLine("stdout", "F", "gen0 line 2, never read"))
+	b, err := os.ReadFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(live+".1", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(live, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, live, criLine("stdout", "F", "gen1 line 0"))
+	if err := os.Remove(live + ".1"); err != nil {
+		t.Fatal(err)
+	}
+	sh, _ := start()
+	got := waitLogs(t, m, 4)
+	m.mu.Lock()
+	marker := m.recs[2]
+	m.mu.Unlock()
+	if got[3] != "gen1 line 0" || marker.Gap == nil || marker.Gap.File != live || marker.Gap.Reason != "truncated, and no copy of it found" {
+		t.Fatalf("shipped %q (third: %+v), want gen0's two lines, a gap marker for %s, gen1's line", got, marker, live)
+	}
+	if n := testutil.ToFloat64(sh.metrics.gaps.WithLabelValues("shop", "web-1", "app")); n != 1 {
+		t.Errorf("gaps %v, want 1", n)
+	}
+}

@@ -38,7 +38,7 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 		// pos: these bytes may be the new generation's, at an offset that
 		// means nothing in it. The lines not yet read are in the copy.
 		s.log.Info("file truncated under the reader; reading its copy, then the file from the start", "file", filepath.Join(f.dir, f.name))
-		s.truncated(f, f.pos-int64(len(f.buf)), b)
+		s.truncated(f, f.pos-int64(len(f.buf)), false, b)
 		s.save()
 		return 0, err
 	}
