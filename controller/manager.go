@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -211,9 +212,16 @@ func workloads(cfg Config) []workloadKind {
 type workloadKind interface {
 	Owns() []client.Object
 	register(mgr manager.Manager, opts ctrlcontroller.Options, env workload.Env, p workload.ProfileSource, webhooks bool) error
+	accepts(obj client.Object) bool
+	validate(ctx context.Context, obj client.Object, p workload.ProfileSource) ([]string, error)
+	translate(obj client.Object, p *inject.Profile) ([]client.Object, error)
 }
 
 type kind[T client.Object] struct{ workload.Kind[T] }
+
+func (k kind[T]) translate(obj client.Object, p *inject.Profile) ([]client.Object, error) {
+	return k.Translate(obj.(T), p)
+}
 
 // register adds the kind's controller (named after the kind in lower case)
 // and, when asked, its admission webhook. The controller watches the kind,

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Problem is one reason a submission is refused.
+type Problem struct {
+	// Check that found it: decode, schema, validation, provenance,
+	// signature, quota.
+	Check string `json:"check"`
+	// Field is the path in the workload, e.g.
+	// spec.template.containers[0].image.
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// Error is the body of every 4xx and 5xx answer.
+type Error struct {
+	// Reason is a stable word: Unauthorized, Forbidden, Invalid,
+	// TooLarge, Conflict, TooManyRequests, NotFound, Internal.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Problems lists every problem found, when the workload was refused.
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// CheckResult says how one check went.
+type CheckResult struct {
+	Name string `json:"name"`
+	// Result is passed, refused or skipped.
+	Result string `json:"result"`
+}
+
+// Check results.
+const (
+	CheckPassed  = "passed"
+	CheckRefused = "refused"
+	CheckSkipped = "skipped"
+)
+
+// Actions of a SubmitResult.
+const (
+	ActionCreated   = "created"
+	ActionUpdated   = "updated"
+	ActionUnchanged = "unchanged"
+)
+
+// SubmitResult is the answer to an accepted submission.
+type SubmitResult struct {
+	Kind            string `json:"kind"`
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	Generation      int64  `json:"generation,omitempty"`
+	// Action is created, updated or unchanged (what it would be, on a dry
+	// run).
+	Action       string `json:"action"`
+	DryRun       bool   `json:"dryRun,omitempty"`
+	SubmissionID string `json:"submissionID,omitempty"`
+	// Replayed: the submission id was seen before with this body; this is
+	// the first submission's result, nothing was written.
+	Replayed bool `json:"replayed,omitempty"`
+	// Diff is, on a dry run, what would change (- running, + submitted).
+	Diff     string        `json:"diff,omitempty"`
+	Checks   []CheckResult `json:"checks"`
+	Warnings []string      `json:"warnings,omitempty"`
+	// FieldManager is the server-side apply field manager (the caller).
+	FieldManager string `json:"fieldManager,omitempty"`
+}
+
+// Workload is the summary of one workload.
+type Workload struct {
+	Kind            string    `json:"kind"`
+	Namespace       string    `json:"namespace"`
+	Name            string    `json:"name"`
+	ResourceVersion string    `json:"resourceVersion"`
+	Generation      int64     `json:"generation"`
+	Created         time.Time `json:"created"`
+	// Ready is the Ready condition's status (True, False, Unknown) and
+	// Reason its reason.
+	Ready  string `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+	// ObservedGeneration is the generation the controller last acted on.
+	ObservedGeneration int64 `json:"observedGeneration"`
+}
+
+// WorkloadList is the answer of RouteList.
+type WorkloadList struct {
+	Items []Workload `json:"items"`
+}
+
+// Pod is one pod of a workload.
+type Pod struct {
+	Name     string `json:"name"`
+	Phase    string `json:"phase"`
+	Ready    bool   `json:"ready"`
+	Node     string `json:"node,omitempty"`
+	Restarts int32  `json:"restarts"`
+	// Reason is why a container waits or ended (ImagePullBackOff, ...).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Event is one Kubernetes event about a workload.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Count   int32     `json:"count"`
+}
+
+// EventList is the answer of RouteEvents.
+type EventList struct {
+	Items []Event `json:"items"`
+}
+
+// Status is the answer of RouteStatus.
+type Status struct {
+	Workload   Workload           `json:"workload"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Detail is the kind's whole status as stored.
+	Detail json.RawMessage `json:"detail,omitempty"`
+	Pods   []Pod           `json:"pods"`
+	Events []Event         `json:"events"`
+}
+
+// Watch event types.
+const (
+	WatchAdded    = "ADDED"
+	WatchModified = "MODIFIED"
+	WatchDeleted  = "DELETED"
+)
+
+// WatchEvent is one server-sent event of RouteWatch.
+type WatchEvent struct {
+	Type     string   `json:"type"`
+	Workload Workload `json:"workload"`
+}

@@ -1,0 +1,31 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	submissions *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trellis_gateway_requests_total", Help: "Requests by action and HTTP code.",
+		}, []string{"action", "code"}),
+		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trellis_gateway_submissions_total", Help: "Submissions by result (created, updated, unchanged, replayed, refused, failed).",
+		}, []string{"result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "trellis_gateway_request_seconds", Help: "Request latency by action.",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"action"}),
+	}
+	m.registry.MustRegister(m.requests, m.submissions, m.latency,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
