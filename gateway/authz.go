@@ -30,9 +30,9 @@ type AccessReviewer interface {
 // the answer briefly (allowed and denied for their own TTLs) in a bounded
 // LRU cache: there is no second permission system.
 type Authorizer struct {
-	reviews              AccessReviewer
-	cache                *cache.LRUExpireCache
-	allowTTL, denyTTL    time.Duration
+	reviews           AccessReviewer
+	cache             *cache.LRUExpireCache
+	allowTTL, denyTTL time.Duration
 }
 
 // NewAuthorizer caches decisions (at most size) for allowTTL / denyTTL.
