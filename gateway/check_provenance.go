@@ -50,6 +50,9 @@ func allowed(ref string, registries []string) bool {
 		name = name[:i]
 	}
 	if registryOf(ref) == "docker.io" && !strings.HasPrefix(name, "docker.io/") {
+		if !strings.Contains(name, "/") {
+			name = "library/" + name // nginx is docker.io/library/nginx
+		}
 		name = "docker.io/" + name
 	}
 	for _, r := range registries {
