@@ -18,6 +18,8 @@ import (
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	localcmd "github.com/trellis-dev/trellis/cli/local"
 	quotacmd "github.com/trellis-dev/trellis/cli/quota"
+	"github.com/trellis-dev/trellis/cli/submit"
+	"github.com/trellis-dev/trellis/cli/workloads"
 	zkcmd "github.com/trellis-dev/trellis/cli/zk"
 	"github.com/trellis-dev/trellis/internal/logs"
 )
@@ -48,7 +50,7 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s), fleetcmd.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s), fleetcmd.NewCommand(s), submit.NewCommand(s), workloads.NewCommand(s))
 	return cmd
 }
 

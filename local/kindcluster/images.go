@@ -22,6 +22,7 @@ var binaries = map[string]string{
 	"zk-registrar": "trellis-zk-registrar",
 	"log-shipper":  "trellis-log-shipper",
 	"controller":   "trellis-controller",
+	"gateway":      "trellis-gateway",
 	"traffic":      "trellis-traffic",
 	"cert-sidecar": "trellis-cert",
 	"config-init":  "trellis-config-init",
