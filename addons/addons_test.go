@@ -93,7 +93,7 @@ func TestOrder(t *testing.T) {
 		names = append(names, r.Addon.Name)
 	}
 	got := strings.Join(names, " ")
-	want := "trellis-netd trellis-cert-issuer trellis-cert-agent trellis-log-shipper zookeeper trellis-zk-registrar trellis-controller trellis-flowcontrol trellis-quota"
+	want := "trellis-netd trellis-cert-issuer trellis-cert-agent trellis-log-shipper zookeeper trellis-zk-registrar trellis-controller trellis-flowcontrol trellis-gateway trellis-quota"
 	if got != want {
 		t.Errorf("order:\n got %s\nwant %s", got, want)
 	}

@@ -121,7 +121,13 @@ spec:
 			gateway.PolicyKeyRegistries: registry, gateway.PolicyKeyRequireSignature: "true",
 			gateway.PolicyKeySignerPrefix + "ci": base64.StdEncoding.EncodeToString(pub),
 		})
-		defer e.configMap("trellis-system", gateway.PolicyConfigMap, map[string]string{gateway.PolicyKeyRegistries: registry})
+		defer func() {
+			e.configMap("trellis-system", gateway.PolicyConfigMap, map[string]string{gateway.PolicyKeyRegistries: registry})
+			waitFor(t, "signatures are optional again", func() bool {
+				_, err := ci.Submit(ctx, service("probe"), gwclient.SubmitOptions{DryRun: true})
+				return err == nil
+			})
+		}()
 		body := service("signed")
 		wrong, err := api.Sign(body, "ci", otherPriv)
 		must(t, err)
