@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
@@ -38,7 +39,7 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	events := make(chan api.WatchEvent, 1024)
 	overflow := make(chan struct{})
-	var closed bool
+	var once sync.Once
 	send := func(typ string, k workloadKind, obj any) {
 		if u, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = u.Obj
@@ -50,10 +51,7 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request) {
 		select {
 		case events <- api.WatchEvent{Type: typ, Workload: summary(k, o)}:
 		default:
-			if !closed {
-				closed = true
-				close(overflow)
-			}
+			once.Do(func() { close(overflow) })
 		}
 	}
 	for _, k := range ks {
