@@ -79,9 +79,9 @@ func startEnv(t *testing.T, cfg gateway.Config) *env {
 	e.configMap("trellis-system", gateway.PolicyConfigMap, map[string]string{gateway.PolicyKeyRegistries: registry + "\n# comment\nghcr.io/acme\n"})
 	// Real RBAC: team-a's CI submits in team-a; team-b's viewer reads in
 	// team-b; nobody has nothing.
-	e.role("team-a", "submitter", "ci", "burst", []string{"create", "update", "patch", "get", "list", "watch"})
-	e.role("team-b", "viewer", "viewer", "", []string{"get", "list", "watch"})
-	for _, sa := range []string{"team-a/ci", "team-a/burst", "team-b/viewer", "other/nobody"} {
+	e.role("team-a", "submitter", []string{"create", "update", "patch", "get", "list", "watch"}, "ci", "burst", "probe")
+	e.role("team-b", "viewer", []string{"get", "list", "watch"}, "viewer")
+	for _, sa := range []string{"team-a/ci", "team-a/burst", "team-a/probe", "team-b/viewer", "other/nobody"} {
 		ns, name, _ := strings.Cut(sa, "/")
 		_, err := cp.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		must(t, err)
@@ -143,16 +143,16 @@ func (e *env) configMap(ns, name string, data map[string]string) {
 	must(e.t, err)
 }
 
-func (e *env) role(ns, name, sa1, sa2 string, verbs []string) {
+func (e *env) role(ns, name string, verbs []string, sas ...string) {
 	e.t.Helper()
 	ctx := context.Background()
 	_, err := e.cp.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices", "trellisdaemons"}, Verbs: verbs,
 	}}}, metav1.CreateOptions{})
 	must(e.t, err)
-	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: sa1}}
-	if sa2 != "" {
-		subjects = append(subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: ns, Name: sa2})
+	var subjects []rbacv1.Subject
+	for _, sa := range sas {
+		subjects = append(subjects, rbacv1.Subject{Kind: "ServiceAccount", Namespace: ns, Name: sa})
 	}
 	_, err = e.cp.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
 		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}}, metav1.CreateOptions{})

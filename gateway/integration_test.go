@@ -55,12 +55,15 @@ func TestIntegrationGateway(t *testing.T) {
 	e := startEnv(t, gateway.Config{RatePerSecond: 0.5, RateBurst: 100})
 	ctx := context.Background()
 	ci := e.pod("team-a", "ci")
+	// probe waits for the gateway to see a change, with its own rate limit.
+	probe := e.pod("team-a", "probe")
 
 	t.Run("BadInput", func(t *testing.T) {
 		e.quota("team-a", "compute", "16", "12")
-		waitFor(t, "the gateway sees the quota", func() bool {
-			_, err := ci.Submit(ctx, service("hog", replicas(7), cpu("1")), gwclient.SubmitOptions{DryRun: true})
-			return err != nil
+		waitFor(t, "the gateway refuses a workload over quota", func() bool {
+			_, err := probe.Submit(ctx, service("hog", replicas(7), cpu("1")), gwclient.SubmitOptions{DryRun: true})
+			var ge *gwclient.Error
+			return errors.As(err, &ge) && ge.Code == 422
 		})
 		defer func() {
 			_ = e.cp.Client.CoreV1().ResourceQuotas("team-a").Delete(ctx, "compute", metav1.DeleteOptions{})
@@ -124,7 +127,7 @@ spec:
 		defer func() {
 			e.configMap("trellis-system", gateway.PolicyConfigMap, map[string]string{gateway.PolicyKeyRegistries: registry})
 			waitFor(t, "signatures are optional again", func() bool {
-				_, err := ci.Submit(ctx, service("probe"), gwclient.SubmitOptions{DryRun: true})
+				_, err := probe.Submit(ctx, service("probe"), gwclient.SubmitOptions{DryRun: true})
 				return err == nil
 			})
 		}()
@@ -136,8 +139,9 @@ spec:
 		good, err := api.Sign(body, "ci", priv)
 		must(t, err)
 		waitFor(t, "the policy requires signatures", func() bool {
-			_, err := ci.Submit(ctx, body, gwclient.SubmitOptions{DryRun: true})
-			return err != nil
+			_, err := probe.Submit(ctx, body, gwclient.SubmitOptions{DryRun: true})
+			var ge *gwclient.Error
+			return errors.As(err, &ge) && ge.Code == 422
 		})
 		for name, sig := range map[string]string{"unsigned": "", "wrong key": wrong, "changed after signing": tampered} {
 			_, err := ci.Submit(ctx, body, gwclient.SubmitOptions{Signature: sig})
