@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,9 +83,10 @@ type Roller struct {
 	opts    Options
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	state *State
-	sem   chan struct{}
+	mu       sync.Mutex
+	state    *State
+	progress *progress
+	sem      chan struct{}
 	// passed: new instances that passed the gates (not checked again).
 	passed sync.Map
 }
@@ -109,7 +111,7 @@ func New(cloud Cloud, cluster Cluster, store Store, opts Options, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Roller{cloud: cloud, cluster: cluster, store: store, opts: opts, log: log}
+	return &Roller{cloud: cloud, cluster: cluster, store: store, opts: opts, log: log, progress: newProgress(opts.Progress, opts.Clock)}
 }
 
 // Start begins a new rollout, or resumes the one in the store (a run that
@@ -121,8 +123,10 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		return nil, err
 	}
 	now := r.opts.Clock.Now()
+	resumed := true
 	switch {
 	case st == nil || st.Status == StatusDone || st.Status == StatusAborted:
+		resumed = false
 		if r.opts.Image == "" && !r.opts.Relaunch {
 			return nil, ErrNoRollout
 		}
@@ -162,6 +166,7 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	if err := r.save(ctx); err != nil {
 		return nil, err
 	}
+	r.started(st, resumed)
 	r.sem = make(chan struct{}, max(st.Budget, 1))
 	renewCtx, stopRenew := context.WithCancel(ctx)
 	renewed := make(chan struct{})
@@ -193,6 +198,8 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	if serr := r.saveLocked(ctx); serr != nil {
 		return st, errors.Join(err, serr)
 	}
+	done, total := st.replaced()
+	r.progress.printf("rollout %s %s: %d/%d nodes replaced", st.ID, st.Status, done, total)
 	if errors.Is(err, ErrStopped) {
 		return st, nil
 	}
@@ -349,6 +356,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		if err := r.step(ctx); err != nil {
 			return err
 		}
+		r.progress.printf("%s: %d nodes to replace in %d batches (launch template version %s -> %s)", g.Name, len(g.Old), batchCount(len(g.Old), g.Strategy), g.PrevVersion, g.NewVersion)
 		// Old nodes take no new pods unless they must.
 		for _, id := range g.Old {
 			if g.Strategy.CloudOnly {
@@ -366,7 +374,11 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			rest := g.remaining()
 			if len(rest) == 0 {
 				r.edit(func() { g.Done, g.Finished = true, r.opts.Clock.Now() })
-				return r.step(ctx)
+				if err := r.step(ctx); err != nil {
+					return err
+				}
+				r.progress.printf("%s: done, %d/%d replaced", g.Name, len(g.Replaced), len(g.Old))
+				return nil
 			}
 			k := g.Strategy.batchSize()
 			if g.Strategy.Canary && len(g.Replaced) == 0 {
@@ -387,7 +399,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 				return err
 			}
 			r.edit(func() {
-				n := len(g.Replaced)/g.Strategy.batchSize() + 1
+				n := batchCount(len(g.Replaced), g.Strategy) + 1
 				if g.Strategy.inPlace() {
 					// No surge: drain, replace in place, then gate.
 					g.Batch = &Batch{N: n, Old: rest[:k], Desired: desired, Step: StepDrain, InPlace: true}
@@ -399,6 +411,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 				r.release(k)
 				return err
 			}
+			r.progress.batch(g, "replacing %s", strings.Join(g.Batch.Old, ", "))
 		} else {
 			// Resumed mid-batch: take its budget slots again.
 			for range len(g.Batch.Old) {
@@ -411,6 +424,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			return err
 		}
 		canary := g.Strategy.Canary && len(g.Replaced) == len(g.Batch.Old)
+		batch := batchOf(g)
 		r.edit(func() { g.Batch = nil })
 		if canary && g.Strategy.PauseAfterCanary {
 			r.edit(func() { r.state.Status = StatusPaused; r.state.Message = "paused after the canary of " + g.Name })
@@ -418,6 +432,10 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		if err := r.step(ctx); err != nil {
 			return err
 		}
+		r.mu.Lock()
+		done, total := r.state.replaced()
+		r.mu.Unlock()
+		r.progress.printf("%s: batch %s done: %d/%d replaced (%d/%d in all)", g.Name, batch, len(g.Replaced), len(g.Old), done, total)
 		if g.Strategy.BakeTime > 0 {
 			select {
 			case <-ctx.Done():
@@ -443,11 +461,13 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 			if err := r.cloud.SetDesired(ctx, g.Name, b.Desired); err != nil {
 				return err
 			}
+			r.progress.batch(g, "surge: desired capacity %d", b.Desired)
 			r.edit(func() { b.Step = StepGate })
 		case StepGate:
 			if err := r.gate(ctx, g); err != nil {
 				return err
 			}
+			r.progress.batch(g, "new nodes passed the gates")
 			if b.InPlace {
 				return nil
 			}
@@ -465,10 +485,13 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 					start := r.opts.Clock.Now()
 					err := r.cluster.Drain(ctx, n, r.opts.Drain, func(pdb string) {
 						r.edit(func() { g.Blocked = fmt.Sprintf("%s (for %s)", pdb, r.opts.Clock.Since(start).Round(time.Second)) })
+						r.progress.drainBlocked(g, n.Name, pdb, start)
 					})
 					if err != nil {
 						return fmt.Errorf("%w: node %s: %w", ErrDrain, n.Name, err)
 					}
+					r.progress.drained(n.Name)
+					r.progress.batch(g, "drained %s", n.Name)
 				}
 				r.edit(func() { b.Drained = append(b.Drained, id); g.Blocked = "" })
 				if err := r.step(ctx); err != nil {
@@ -488,6 +511,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 				if err := terminate(ctx, g.Name, id); err != nil {
 					return err
 				}
+				r.progress.batch(g, "terminated %s", id)
 				r.edit(func() { g.Replaced = append(g.Replaced, id) })
 				if err := r.step(ctx); err != nil {
 					return err

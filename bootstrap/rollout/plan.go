@@ -76,13 +76,7 @@ func MakePlan(ctx context.Context, cloud Cloud, kube Constraints, opts Options) 
 		if g.Replace, err = outdated(ctx, cloud, insts, id, "", s.ReplaceAll); err != nil {
 			return nil, err
 		}
-		if n := len(g.Replace); n > 0 {
-			rest := n
-			if s.Canary {
-				g.Batches, rest = 1, n-1
-			}
-			g.Batches += (rest + s.batchSize() - 1) / s.batchSize()
-		}
+		g.Batches = batchCount(len(g.Replace), s)
 		if kube != nil {
 			if g.PDBs, err = kube.PDBsOn(ctx, g.Replace); err != nil {
 				return nil, err

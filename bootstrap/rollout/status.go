@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // GroupNames are the state's groups by phase, then name.
@@ -30,20 +28,6 @@ func (g *GroupProgress) step() string {
 		return fmt.Sprintf("batch %d: %s", g.Batch.N, g.Batch.Step)
 	}
 	return "pending"
-}
-
-// Progress is a one-line summary of every group, stamped with now.
-func (st *State) Progress(now time.Time) string {
-	parts := make([]string, 0, len(st.Groups))
-	for _, name := range st.GroupNames() {
-		g := st.Groups[name]
-		p := fmt.Sprintf("%s %d/%d (%s)", name, len(g.Replaced), len(g.Old), g.step())
-		if g.Blocked != "" {
-			p += " blocked by PDB " + g.Blocked
-		}
-		parts = append(parts, p)
-	}
-	return fmt.Sprintf("[%s] %s", now.Format("15:04:05"), strings.Join(parts, "; "))
 }
 
 // Print writes the rollout's status as a table.

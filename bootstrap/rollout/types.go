@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +130,10 @@ type Options struct {
 	Checks []func(ctx context.Context, node *corev1.Node) error
 	// OnStep is called after every persisted step (tests check invariants).
 	OnStep func(State)
+	// Progress, when set, gets one line per step, each with the time
+	// since the run began: every batch's nodes replaced of the total, and
+	// the PDB a refused drain waits on (the CLI passes its output).
+	Progress io.Writer
 	// Poll is how often gates and drains are rechecked (default 2s).
 	Poll time.Duration
 	// Clock times the lock, gate timeouts, polls and bake times (default

@@ -176,7 +176,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	}
 	opts := rollout.Options{
 		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout}, LockTTL: o.LockTTL,
-		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },
+		Progress: s.Out,
 	}
 	if o.DrainGrace >= 0 {
 		opts.Drain.GracePeriod = new(int64(o.DrainGrace))

@@ -45,7 +45,7 @@ func (o *rollFlags) options(ctx context.Context, def *definition.ClusterDefiniti
 	host, _ := os.Hostname()
 	uo := bootstrap.UpgradeOptions{ApplyOptions: opts, Interval: o.Interval, Roll: rollout.Options{
 		Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), GateTimeout: o.GateTimeout, LockTTL: o.LockTTL,
-		OnStep: func(st rollout.State) { fmt.Fprintln(s.Out, st.Progress(time.Now())) },
+		Progress: s.Out,
 	}}
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
