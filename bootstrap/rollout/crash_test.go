@@ -26,14 +26,14 @@ import (
 // new owner on the clock of the run before is refused (refusedWhileLocked).
 func ahead(run int) time.Duration { return time.Duration(run) * (lockTTL + time.Second) }
 
-// Every run is a new process and a new owner, SIGKILLed by itself at its
-// second write of the state (the first step after taking the lock): the
-// odd runs with half the write sent to the emulator (the step's action is
-// done, its record lost: the next run does it again), the even runs once
-// the write landed (the next run goes on from it). So every step is killed
-// once in the middle of its write and once right after it. Each restart
-// must find the killed run's lock held, and takes it on a clock past its
-// expiry.
+// Every run is a new process and a new owner, SIGKILLed by itself: the
+// odd runs at their first step after taking the lock, with half of its
+// write sent to the emulator (the step's action is done, its record lost:
+// the next run does it again), the even runs once their second step's
+// write landed (the next run goes on from it). So every step is killed
+// once, in the middle of its write or right after it, in turn. Each
+// restart must find the killed run's lock held, and takes it on a clock
+// past its expiry.
 func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
 	e := newEnv(t)
 	old := e.oldInstances()
@@ -49,11 +49,11 @@ func TestIntegrationRolloutCrashAtEveryStep(t *testing.T) {
 		if runs > 1 {
 			e.refusedWhileLocked(runs, ahead(runs-1))
 		}
-		how := "mid"
+		kill := &killPoint{Save: 2, How: "mid"}
 		if runs%2 == 0 {
-			how = "after"
+			kill = &killPoint{Save: 3, How: "after"}
 		}
-		c := e.child(childConfig{Image: newImage, Owner: fmt.Sprintf("run-%d", runs), Ahead: ahead(runs), Kill: &killPoint{Save: 2, How: how}})
+		c := e.child(childConfig{Image: newImage, Owner: fmt.Sprintf("run-%d", runs), Ahead: ahead(runs), Kill: kill})
 		killed, err := c.wait(3 * time.Minute)
 		switch {
 		case killed && !strings.Contains(c.output(), markerKilled):
