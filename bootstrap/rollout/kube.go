@@ -177,15 +177,16 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 			case apierrors.IsTooManyRequests(err):
 				pdb, granted := k.refused(ctx, seen, p)
 				if granted {
-					// Its budget holds a fresh grant for it: an eviction
-					// whose delete was lost (evict.go).
-					done, err := k.finishGrant(ctx, p, opts)
+					// Its budget holds a grant for it: an eviction whose
+					// delete may have been lost (evict.go).
+					done, why, err := k.finishGrant(ctx, p, opts)
 					if err != nil {
 						return err
 					}
 					if done {
-						continue
+						continue // gone by a later pass
 					}
+					left[len(left)-1] += " (granted, kept: " + why + ")"
 				}
 				blocker = pdb
 			default:
