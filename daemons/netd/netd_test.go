@@ -22,7 +22,7 @@ import (
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
-func sh(t *testing.T, args ...string) string {
+func sh(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -33,7 +33,7 @@ func sh(t *testing.T, args ...string) string {
 
 // inNS runs f on a thread inside the named network namespace; sockets
 // made there stay there.
-func inNS(t *testing.T, name string, f func()) {
+func inNS(t testing.TB, name string, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -205,7 +205,7 @@ func TestIntegrationRoutesInNetworkNamespaces(t *testing.T) {
 
 // serveTCP serves TCP on addr inside namespace ns, handing every
 // connection and its source address to handle, which closes nothing.
-func serveTCP(t *testing.T, ns, addr string, handle func(c net.Conn, source string)) {
+func serveTCP(t testing.TB, ns, addr string, handle func(c net.Conn, source string)) {
 	t.Helper()
 	var l net.Listener
 	inNS(t, ns, func() {
