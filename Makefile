@@ -100,9 +100,9 @@ fuzz: ## Fuzz the cluster-definition decoder for 60s
 BENCH_N ?= 1000
 
 .PHONY: bench
-bench: tools-node ## Go benchmarks and the bench/ commands (controller, ZooKeeper, log shipper, rollouts, reads, surge)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/
-	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$')
+bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin among them) and the bench/ commands (controller, ZooKeeper, log shipper, rollouts, reads, surge)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/ ./daemons/netd/
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$\|/daemons/netd$$')
 	$(GO) run ./bench/controller -n $(BENCH_N)
 	$(GO) run ./bench/zkregistrar -pods 110 -flips 400
 	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
