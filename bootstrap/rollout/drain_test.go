@@ -50,7 +50,7 @@ func TestIntegrationDrainFinishesAGrantedEviction(t *testing.T) {
 	// Pods have run for 10 minutes (their creation moved back in etcd),
 	// as a drained node's pods have, unless young.
 	const (
-		ago   = -15 * time.Second // the ordinary grant: seconds ago (past the 10 s allowed ahead)
+		ago   = -11 * time.Second // the ordinary grant: seconds ago, more than the 10 s allowed ahead
 		stale = -90 * time.Second // past the window, short of the controller's 2 min
 	)
 	for _, tc := range []struct {
