@@ -40,6 +40,12 @@ const (
 	AnnotationMetadataAccess = "trellis.dev/metadata-access"
 )
 
+// ConditionRegistered is the pod readiness gate of every workload that
+// registers in ZooKeeper: the node's registrar sets it True once the pod's
+// member znode exists and False when it deregisters, so a pod is Ready
+// (and counts for its PodDisruptionBudget) only while clients can find it.
+const ConditionRegistered = "trellis.dev/registered"
+
 // Containers and volumes the controller injects into pods.
 const (
 	ContainerConfigInit = "trellis-config-init"

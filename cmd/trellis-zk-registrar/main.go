@@ -54,7 +54,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	promReg := prometheus.NewRegistry()
-	if err := zkregistrar.NewMetrics(reg).Register(promReg); err != nil {
+	if err := zkregistrar.NewMetrics(reg, d).Register(promReg); err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)

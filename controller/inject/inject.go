@@ -137,6 +137,9 @@ func PodTemplate(p *Profile, w Workload, t v1alpha1.PodTemplate) (corev1.PodTemp
 		}, true))
 	}
 	if discovery {
+		// Ready means discoverable: the registrar opens this gate once the
+		// pod's member znode exists (docs/design/readiness-gate.md).
+		spec.ReadinessGates = append(spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ConditionRegistered})
 		spec.InitContainers = append(spec.InitContainers, sidecar(p, corev1.Container{
 			Name:  wellknown.ContainerTraffic,
 			Image: p.Images.Traffic,

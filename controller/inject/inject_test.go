@@ -87,3 +87,39 @@ func TestParseProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestReadinessGateOnlyWhereRegistered: a pod is Ready only once the
+// registrar has registered it, for every workload that registers (ports
+// and discovery on), and a workload that does not register (a Job or a
+// training worker without ports, or discovery off) keeps the kubelet's
+// own readiness.
+func TestReadinessGateOnlyWhereRegistered(t *testing.T) {
+	off := false
+	noPorts := workload()
+	noPorts.Kind, noPorts.Ports = "TrellisTrainingJob", nil
+	discoveryOff := workload()
+	discoveryOff.Runtime.Discovery = &off
+	for _, tc := range []struct {
+		name  string
+		w     Workload
+		gated bool
+	}{
+		{name: "registers", w: workload(), gated: true},
+		{name: "no ports", w: noPorts},
+		{name: "discovery off", w: discoveryOff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt, err := PodTemplate(DefaultProfile(), tc.w, template(corev1.Container{Name: "app"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []corev1.PodReadinessGate(nil)
+			if tc.gated {
+				want = []corev1.PodReadinessGate{{ConditionType: wellknown.ConditionRegistered}}
+			}
+			if got := pt.Spec.ReadinessGates; len(got) != len(want) || (len(want) == 1 && got[0] != want[0]) {
+				t.Errorf("readiness gates %v, want %v", got, want)
+			}
+		})
+	}
+}

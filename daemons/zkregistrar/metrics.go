@@ -13,11 +13,21 @@ type Metrics struct {
 	Session       prometheus.GaugeFunc
 	Lag           prometheus.GaugeFunc
 	Throttled     prometheus.CounterFunc
+	GateWrites    prometheus.CounterFunc
 }
 
-// NewMetrics exposes a registrar's state; Register adds them to a registry.
-func NewMetrics(r *serverset.Registrar) *Metrics {
+// NewMetrics exposes a registrar's state and the daemon's readiness-gate
+// writes (d may be nil); Register adds them to a registry.
+func NewMetrics(r *serverset.Registrar, d *Daemon) *Metrics {
 	return &Metrics{
+		GateWrites: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trellis_zk_registrar_gate_writes_total", Help: "pods/status patches of the trellis.dev/registered readiness gate.",
+		}, func() float64 {
+			if d == nil {
+				return 0
+			}
+			return float64(d.GateWrites())
+		}),
 		Registrations: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "trellis_zk_registrar_registrations", Help: "Serverset members registered by this process.",
 		}, func() float64 { return float64(len(r.Registered())) }),
@@ -43,7 +53,7 @@ func NewMetrics(r *serverset.Registrar) *Metrics {
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled} {
+	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled, m.GateWrites} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

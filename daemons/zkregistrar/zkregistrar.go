@@ -3,7 +3,10 @@
 // (one field-selected watch, no periodic lists); a pod that opts in through
 // the discovery annotations the workload controller writes is registered
 // while it is Ready and deregistered when it is not, terminates or goes
-// away. The loop is level-triggered: the registrar's desired set is always
+// away. A pod with the trellis.dev/registered readiness gate is registered
+// once its containers are Ready, and the registrar then opens the gate, so
+// that the pod turns Ready only once clients can find it (see Gate). The
+// loop is level-triggered: the registrar's desired set is always
 // recomputed from the informer's view of the node, so a restart or a missed
 // event heals on the next pass.
 package zkregistrar
@@ -14,11 +17,14 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/internal/nodepods"
@@ -33,6 +39,8 @@ type Config struct {
 	// Resync re-derives the desired set from the informer cache this often
 	// (no API call), besides every pod event (default 30s).
 	Resync time.Duration
+	// Clock stamps the readiness-gate condition (default: the real clock).
+	Clock  clock.PassiveClock
 	Logger *slog.Logger
 }
 
@@ -40,7 +48,12 @@ type Config struct {
 type Daemon struct {
 	cfg Config
 	log *slog.Logger
+	// gateWrites counts pods/status patches of the readiness gate.
+	gateWrites atomic.Int64
 }
+
+// GateWrites is the number of readiness-gate condition writes sent so far.
+func (d *Daemon) GateWrites() int64 { return d.gateWrites.Load() }
 
 // New returns a Daemon.
 func New(cfg Config) (*Daemon, error) {
@@ -52,6 +65,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Daemon{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -80,14 +96,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	registered := map[string]bool{}
+	// written: the gate condition this process last wrote per pod, until
+	// the informer shows it.
+	written := map[types.UID]writtenGate{}
 	t := time.NewTicker(d.cfg.Resync)
 	defer t.Stop()
 	for {
 		want := map[string]serverset.Registration{}
-		for _, o := range inf.GetStore().List() {
+		pods := inf.GetStore().List()
+		invalid := map[string]error{}
+		for _, o := range pods {
 			p := o.(*corev1.Pod)
 			regs, err := Registrations(p)
 			if err != nil {
+				invalid[p.Namespace+"/"+p.Name] = err
 				d.log.Warn("not registering pod", "pod", p.Namespace+"/"+p.Name, "err", err)
 			}
 			for k, r := range regs {
@@ -106,13 +128,70 @@ func (d *Daemon) Run(ctx context.Context) error {
 				delete(registered, k)
 			}
 		}
+		d.syncGates(ctx, pods, invalid, written)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-kick:
+		case <-d.cfg.Registrar.Changes():
 		case <-t.C:
 		}
 	}
+}
+
+type writtenGate struct {
+	status corev1.ConditionStatus
+	reason string
+}
+
+// syncGates sets the readiness-gate condition of every gated pod of the
+// node from what ZooKeeper holds (see Gate). A failed write is retried on
+// the next pass.
+func (d *Daemon) syncGates(ctx context.Context, pods []any, invalid map[string]error, written map[types.UID]writtenGate) {
+	inZK := d.cfg.Registrar.Registered()
+	lost, timeout := d.cfg.Registrar.SessionLost(), d.cfg.Registrar.SessionTimeout()
+	seen := make(map[types.UID]bool, len(pods))
+	for _, o := range pods {
+		p := o.(*corev1.Pod)
+		if !Gated(p) || !discoveryAnnotated(p) {
+			continue
+		}
+		seen[p.UID] = true
+		key := p.Namespace + "/" + p.Name
+		in := GateInput{Serving: Serving(p), Invalid: invalid[key], SessionLost: lost, SessionTimeout: timeout}
+		_, in.Registered = inZK[key]
+		if c := gateCondition(p); c != nil {
+			in.Current, in.CurrentReason = c.Status, c.Reason
+		}
+		if w, ok := written[p.UID]; ok {
+			if w.status == in.Current && w.reason == in.CurrentReason {
+				delete(written, p.UID) // the informer caught up
+			} else {
+				in.Current, in.CurrentReason = w.status, w.reason
+			}
+		}
+		status, reason, msg, change := Gate(in)
+		if !change {
+			continue
+		}
+		d.gateWrites.Add(1)
+		if err := d.patchGate(ctx, p, status, reason, msg); err != nil {
+			d.log.Warn("readiness gate not written; will retry", "pod", key, "err", err)
+			continue
+		}
+		written[p.UID] = writtenGate{status: status, reason: reason}
+		d.log.Info("readiness gate", "pod", key, "status", status, "reason", reason)
+	}
+	for uid := range written {
+		if !seen[uid] {
+			delete(written, uid)
+		}
+	}
+}
+
+func discoveryAnnotated(p *corev1.Pod) bool {
+	return p.Annotations[wellknown.AnnotationDiscoveryService] != "" && p.Annotations[wellknown.AnnotationDiscoveryEnv] != "" &&
+		p.Annotations[wellknown.AnnotationDiscoveryPorts] != ""
 }
 
 // Registrations are the serverset members a pod should have now: one while
@@ -144,14 +223,19 @@ func Registrations(p *corev1.Pod) (map[string]serverset.Registration, error) {
 	}}}, nil
 }
 
-// Serving reports whether a pod should receive traffic: Ready, with an IP,
-// and not terminating.
+// Serving reports whether a pod should receive traffic: running with an IP,
+// not terminating, and Ready; for a pod with the trellis.dev/registered
+// gate, whose Ready waits for its registration, ContainersReady instead.
 func Serving(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
 		return false
 	}
+	want := corev1.PodReady
+	if Gated(p) {
+		want = corev1.ContainersReady
+	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
+		if c.Type == want {
 			return c.Status == corev1.ConditionTrue
 		}
 	}

@@ -57,11 +57,17 @@ type Registrar struct {
 	// actual: key -> the znode path registered for it and the data written.
 	actual map[string]registered
 	kick   chan struct{}
+	// changed is poked whenever a key is registered or deregistered, or
+	// the session comes or goes (see Changes).
+	changed chan struct{}
 
 	connMu sync.Mutex
 	conn   *zk.Conn
 	// lastSession is when the client last had a session.
 	lastSession time.Time
+	// lostAt is when the client lost the session it had (zero while it
+	// has one).
+	lostAt time.Time
 	// Writes counts create and delete requests (for benchmarks and tests).
 	writes int64
 	// adopted: serverset dirs already swept for our own stale members in a
@@ -113,7 +119,7 @@ func New(cfg Config) *Registrar {
 	}
 	return &Registrar{
 		cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{},
-		kick: make(chan struct{}, 1), adopted: map[string]int64{},
+		kick: make(chan struct{}, 1), changed: make(chan struct{}, 1), adopted: map[string]int64{},
 		limiter: rate.NewLimiter(cfg.CreateRate, cfg.CreateBurst),
 	}
 }
@@ -185,6 +191,32 @@ func (r *Registrar) Registered() map[string]string {
 	return out
 }
 
+// Changes is poked (without blocking, coalesced) whenever a key is
+// registered or deregistered, or the session comes or goes: a caller that
+// reflects Registered elsewhere re-reads it then.
+func (r *Registrar) Changes() <-chan struct{} { return r.changed }
+
+func (r *Registrar) changedNow() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// SessionLost is how long the client has been without the session it had
+// (0 while it has one, or before it first had one).
+func (r *Registrar) SessionLost() time.Duration {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if r.lostAt.IsZero() {
+		return 0
+	}
+	return time.Since(r.lostAt)
+}
+
+// SessionTimeout is the configured ZooKeeper session timeout.
+func (r *Registrar) SessionTimeout() time.Duration { return r.cfg.SessionTimeout }
+
 func (r *Registrar) poke() {
 	select {
 	case r.kick <- struct{}{}:
@@ -244,11 +276,16 @@ func (r *Registrar) connect() error {
 			if ev.Type != zk.EventSession {
 				continue
 			}
-			if ev.State == zk.StateHasSession {
-				r.connMu.Lock()
+			r.connMu.Lock()
+			switch {
+			case ev.State == zk.StateHasSession:
 				r.lastSession = time.Now()
-				r.connMu.Unlock()
+				r.lostAt = time.Time{}
+			case r.lostAt.IsZero() && (ev.State == zk.StateDisconnected || ev.State == zk.StateExpired || ev.State == zk.StateConnecting):
+				r.lostAt = time.Now()
 			}
+			r.connMu.Unlock()
+			r.changedNow()
 			if ev.State == zk.StateExpired {
 				r.mu.Lock()
 				r.markDirty() // every member is gone with the session
@@ -368,6 +405,7 @@ func (r *Registrar) reconcile() error {
 		r.actual[key] = registered{path: p, data: data, reg: reg}
 		r.writes++
 		r.mu.Unlock()
+		r.changedNow()
 	}
 	r.mu.Lock()
 	if deferred > 0 {
@@ -414,6 +452,7 @@ func (r *Registrar) forget(key string, deleted bool) {
 		r.writes++
 	}
 	r.mu.Unlock()
+	r.changedNow()
 }
 
 // owned reports whether the znode exists and belongs to session.
