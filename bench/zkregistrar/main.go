@@ -4,6 +4,12 @@
 // watching the serverset times each change from the pod status update to
 // the member appearing or disappearing. Prints p50/p99 and ZooKeeper writes
 // per pod lifecycle (goal: p99 under 200 ms, exactly 2 writes).
+//
+// It runs twice: pods without the trellis.dev/registered readiness gate
+// (the kubelet's Ready is the signal), then with it (ContainersReady is the
+// signal, and a pod watch also times the gate condition turning True or
+// False: the latency the gate adds to Ready), and prints both side by side
+// with the readiness-gate writes to the apiserver per transition.
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
@@ -32,23 +39,66 @@ func main() {
 	pods := flag.Int("pods", 110, "pods on the node")
 	flips := flag.Int("flips", 400, "Ready/NotReady transitions to time")
 	flag.Parse()
-	if err := run(*pods, *flips); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		os.Exit(1)
+	var res []result
+	for _, gated := range []bool{false, true} {
+		r, err := run(*pods, *flips, gated)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench (gate %v): %v\n", gated, err)
+			os.Exit(1)
+		}
+		res = append(res, r)
+	}
+	report(*pods, *flips, res)
+}
+
+// result is one run's figures.
+type result struct {
+	gated             bool
+	appear, disappear []time.Duration
+	// gateOpen and gateClose: the signal to the gate condition True or
+	// False, seen by a pod watch (gated runs only).
+	gateOpen, gateClose []time.Duration
+	zkWrites            int64
+	gateWrites          int64
+}
+
+func report(nPods, flips int, res []result) {
+	fmt.Printf("pods on the node: %d, transitions timed per run: %d\n", nPods, flips)
+	fmt.Printf("%-44s %-26s %-26s\n", "", "no gate (Ready)", "gate (ContainersReady)")
+	row := func(what string, f func(r result) []time.Duration) {
+		fmt.Printf("%-44s", what)
+		for _, r := range res {
+			d := f(r)
+			if len(d) == 0 {
+				fmt.Printf(" %-26s", "-")
+				continue
+			}
+			fmt.Printf(" %-26s", fmt.Sprintf("p50 %5.1f  p99 %6.1f ms", pct(d, 50), pct(d, 99)))
+		}
+		fmt.Println()
+	}
+	row("signal -> znode visible (Ready-to-znode)", func(r result) []time.Duration { return r.appear })
+	row("signal -> znode gone", func(r result) []time.Duration { return r.disappear })
+	row("signal -> gate True (Ready-gate; Ready)", func(r result) []time.Duration { return r.gateOpen })
+	row("signal -> gate False", func(r result) []time.Duration { return r.gateClose })
+	for _, r := range res {
+		fmt.Printf("gate %-5v ZooKeeper writes %d for %d transitions = %.2f per transition; apiserver gate writes %d = %.2f per transition (%.2f per pod lifecycle)\n",
+			r.gated, r.zkWrites, flips, float64(r.zkWrites)/float64(flips), r.gateWrites, float64(r.gateWrites)/float64(flips), 2*float64(r.gateWrites)/float64(flips))
 	}
 }
 
-func run(nPods, flips int) error {
+func run(nPods, flips int, gated bool) (result, error) {
+	res := result{gated: gated}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir, err := os.MkdirTemp("", "trellis-zkbench-")
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer os.RemoveAll(dir)
 	cp, err := controlplane.Start(dir, controlplane.Options{})
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer cp.Stop()
 	h := &zktest.Standalone{}
@@ -62,14 +112,17 @@ func run(nPods, flips int) error {
 			}},
 			Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}
+		if gated {
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: wellknown.ConditionRegistered}}
+		}
 		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return err
+			return res, err
 		}
 	}
 	reg := serverset.New(serverset.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second, VerifyInterval: 5 * time.Second})
 	d, err := zkregistrar.New(zkregistrar.Config{NodeName: "node-a", Client: c, Registrar: reg})
 	if err != nil {
-		return err
+		return res, err
 	}
 	go func() { _ = reg.Run(ctx) }()
 	go func() { _ = d.Run(ctx) }()
@@ -77,7 +130,7 @@ func run(nPods, flips int) error {
 	// The observer: a separate client watching the serverset.
 	obs, _, err := zk.Connect(zks.Addrs(), 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer obs.Close()
 	setDir := "/discovery/bench/prod"
@@ -131,7 +184,39 @@ func run(nPods, flips int) error {
 		}
 	}()
 
+	// The gate observer: a pod watch timing the condition's changes.
+	gateAt := map[string]gateSeen{} // pod -> last status seen and when
+	if gated {
+		w, err := c.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return res, err
+		}
+		go func() {
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				now := time.Now()
+				for _, cd := range p.Status.Conditions {
+					if cd.Type == wellknown.ConditionRegistered {
+						mu.Lock()
+						if gateAt[p.Name].status != cd.Status {
+							gateAt[p.Name] = gateSeen{status: cd.Status, at: now}
+						}
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	var setStatus func(i int, ready bool) error
 	setReady := func(i int, ready bool) error {
+		// The registrar patches the gate condition concurrently: retry on
+		// a conflict, as the kubelet's status manager does.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error { return setStatus(i, ready) })
+	}
+	setStatus = func(i int, ready bool) error {
 		name := fmt.Sprintf("p%03d", i)
 		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -143,57 +228,82 @@ func run(nPods, flips int) error {
 		}
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIP = ip(i)
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		signal := corev1.PodReady
+		if gated {
+			signal = corev1.ContainersReady
+		}
+		var conds []corev1.PodCondition
+		for _, cd := range p.Status.Conditions {
+			if cd.Type == wellknown.ConditionRegistered {
+				conds = append(conds, cd) // the registrar's
+			}
+		}
+		p.Status.Conditions = append(conds, corev1.PodCondition{Type: signal, Status: st})
 		_, err = c.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		return err
 	}
 	// Start with every pod NotReady and running.
 	for i := range nPods {
 		if err := setReady(i, false); err != nil {
-			return err
+			return res, err
 		}
 	}
 	ready := make([]bool, nPods)
 	var appear, disappear []time.Duration
 	rng := rand.New(rand.NewPCG(1, 2))
-	startWrites := reg.Writes()
+	startWrites, startGate := reg.Writes(), d.GateWrites()
 	for range flips {
 		i := rng.IntN(nPods)
 		want := !ready[i]
 		if err := setReady(i, want); err != nil {
-			return err
+			return res, err
 		}
 		sent := time.Now()
 		h := ip(i)
 		deadline := sent.Add(10 * time.Second)
+		zkSeen := false
 		for {
 			mu.Lock()
 			tp, isPresent := present[h]
 			ta, isAbsent := absent[h]
+			g := gateAt[fmt.Sprintf("p%03d", i)]
 			mu.Unlock()
-			if want && isPresent && !tp.Before(sent) {
+			if !zkSeen && want && isPresent && !tp.Before(sent) {
 				appear = append(appear, tp.Sub(sent))
-				break
+				zkSeen = true
 			}
-			if !want && isAbsent && !ta.Before(sent) {
+			if !zkSeen && !want && isAbsent && !ta.Before(sent) {
 				disappear = append(disappear, ta.Sub(sent))
+				zkSeen = true
+			}
+			gateDone := !gated
+			if gated && !g.at.Before(sent) && (g.status == corev1.ConditionTrue) == want {
+				if want {
+					res.gateOpen = append(res.gateOpen, g.at.Sub(sent))
+				} else {
+					res.gateClose = append(res.gateClose, g.at.Sub(sent))
+				}
+				gateDone = true
+			}
+			if zkSeen && gateDone {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("pod %d: change to ready=%v not seen in 10s", i, want)
+				return res, fmt.Errorf("pod %d: change to ready=%v not seen in 10s (znode %v)", i, want, zkSeen)
 			}
 			time.Sleep(time.Millisecond)
 		}
 		ready[i] = want
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 	}
-	writes := reg.Writes() - startWrites
-	fmt.Printf("pods on the node: %d, transitions timed: %d (Ready: %d, NotReady: %d)\n", nPods, flips, len(appear), len(disappear))
-	fmt.Printf("Ready -> znode visible:    p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", pct(appear, 50), pct(appear, 99), pct(appear, 100))
-	fmt.Printf("NotReady -> znode gone:    p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms\n", pct(disappear, 50), pct(disappear, 99), pct(disappear, 100))
-	fmt.Printf("ZooKeeper writes: %d for %d transitions = %.2f per transition (%.2f per Ready->NotReady lifecycle; goal 2)\n",
-		writes, flips, float64(writes)/float64(flips), 2*float64(writes)/float64(flips))
-	return nil
+	res.appear, res.disappear = appear, disappear
+	res.zkWrites, res.gateWrites = reg.Writes()-startWrites, d.GateWrites()-startGate
+	return res, nil
+}
+
+type gateSeen struct {
+	status corev1.ConditionStatus
+	at     time.Time
 }
 
 func ip(i int) string { return fmt.Sprintf("10.44.%d.%d", i/250, i%250+1) }
