@@ -21,6 +21,9 @@ const (
 	ReasonInvalidDiscovery     = "InvalidDiscovery"
 )
 
+// lostGrace is how long without a session goes unreported.
+const lostGrace = time.Second
+
 // Gated reports whether the pod carries the trellis.dev/registered
 // readiness gate: its Ready condition then waits for the registrar.
 func Gated(p *corev1.Pod) bool {
@@ -75,7 +78,9 @@ type GateInput struct {
 //   - not serving and deregistered: False (the znode delete returned).
 func Gate(in GateInput) (status corev1.ConditionStatus, reason, message string, ok bool) {
 	expired := in.SessionLost > in.SessionTimeout
-	lost := in.SessionLost > 0
+	// A registrar that just started has no session for a few milliseconds:
+	// not worth a write.
+	lost := in.SessionLost > lostGrace
 	switch {
 	case in.Serving && in.Invalid != nil:
 		status, reason, message = corev1.ConditionFalse, ReasonInvalidDiscovery, in.Invalid.Error()

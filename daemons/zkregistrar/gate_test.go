@@ -25,8 +25,8 @@ func TestGate(t *testing.T) {
 		{name: "deregistration on its way", in: GateInput{Registered: true, Current: T, CurrentReason: ReasonRegistered}},
 		{name: "already False", in: GateInput{Current: F, CurrentReason: ReasonDeregistered}},
 		{name: "never registered, not serving", in: GateInput{}},
-		{name: "new pod, no session", in: GateInput{Serving: true, SessionLost: time.Second}, status: F, reason: ReasonZooKeeperUnavailable},
-		{name: "new pod, no session, said so", in: GateInput{Serving: true, SessionLost: time.Second, Current: F, CurrentReason: ReasonZooKeeperUnavailable}},
+		{name: "new pod, no session", in: GateInput{Serving: true, SessionLost: 2 * time.Second}, status: F, reason: ReasonZooKeeperUnavailable},
+		{name: "new pod, no session, said so", in: GateInput{Serving: true, SessionLost: 2 * time.Second, Current: F, CurrentReason: ReasonZooKeeperUnavailable}},
 		{name: "True, session lost within its timeout", in: GateInput{Serving: true, Registered: true, SessionLost: timeout, Current: T, CurrentReason: ReasonRegistered}},
 		{name: "True, session lost past its timeout", in: GateInput{Serving: true, Registered: true, SessionLost: timeout + time.Second, Current: T, CurrentReason: ReasonRegistered},
 			status: F, reason: ReasonZooKeeperUnavailable},
@@ -34,6 +34,7 @@ func TestGate(t *testing.T) {
 			status: F, reason: ReasonZooKeeperUnavailable},
 		{name: "not serving, never True, no session", in: GateInput{SessionLost: timeout + time.Second}},
 		{name: "back after an outage", in: GateInput{Serving: true, Registered: true, Current: F, CurrentReason: ReasonZooKeeperUnavailable}, status: T, reason: ReasonRegistered},
+		{name: "just started, no session yet", in: GateInput{Serving: true, SessionLost: 100 * time.Millisecond}},
 		{name: "invalid ports", in: GateInput{Serving: true, Invalid: errors.New("bad port")}, status: F, reason: ReasonInvalidDiscovery},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

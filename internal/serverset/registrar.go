@@ -65,7 +65,8 @@ type Registrar struct {
 	conn   *zk.Conn
 	// lastSession is when the client last had a session.
 	lastSession time.Time
-	// lostAt is when the client lost the session it had (zero while it
+	// lostAt is since when the client has been without a session: when it
+	// lost the one it had, or when the Registrar was made (zero while it
 	// has one).
 	lostAt time.Time
 	// Writes counts create and delete requests (for benchmarks and tests).
@@ -120,7 +121,7 @@ func New(cfg Config) *Registrar {
 	return &Registrar{
 		cfg: cfg, log: cfg.Logger, desired: map[string]Registration{}, actual: map[string]registered{},
 		kick: make(chan struct{}, 1), changed: make(chan struct{}, 1), adopted: map[string]int64{},
-		limiter: rate.NewLimiter(cfg.CreateRate, cfg.CreateBurst),
+		limiter: rate.NewLimiter(cfg.CreateRate, cfg.CreateBurst), lostAt: time.Now(),
 	}
 }
 
@@ -203,8 +204,9 @@ func (r *Registrar) changedNow() {
 	}
 }
 
-// SessionLost is how long the client has been without the session it had
-// (0 while it has one, or before it first had one).
+// SessionLost is how long the client has been without a session: since it
+// lost the one it had, or since the Registrar was made if it never had one
+// (0 while it has one).
 func (r *Registrar) SessionLost() time.Duration {
 	r.connMu.Lock()
 	defer r.connMu.Unlock()
