@@ -72,7 +72,7 @@ syncLimit=5
 dataDir=/data
 clientPort=2181
 admin.enableServer=false
-4lw.commands.whitelist=srvr,ruok,mntr
+4lw.commands.whitelist=srvr,ruok,mntr,cons
 `
 
 // BuildImages builds the runtime images with the local Docker engine:

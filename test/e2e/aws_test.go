@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,8 +29,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	bootdef "github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
-	"github.com/trellis-dev/trellis/internal/serverset"
+	"github.com/trellis-dev/trellis/internal/awsemu"
 )
 
 const (
@@ -104,6 +108,9 @@ func TestAWSNodeRollout(t *testing.T) {
 	// Numbered log lines, and a final one on SIGTERM: the shipped logs of
 	// every web pod drained off an old node must hold them all.
 	web.Spec.Template.Containers[0].Args = append(web.Spec.Template.Containers[0].Args, "--tick=200ms")
+	// Every web pod that ever runs, from the API: the logs of each one
+	// drained off an old node are checked in the end.
+	recorder := recordPods(t, ns, "web")
 	if err := cl.Create(ctx, web); err != nil {
 		t.Fatal(err)
 	}
@@ -111,18 +118,22 @@ func TestAWSNodeRollout(t *testing.T) {
 		n := readyPods(ctx, ns, "web")
 		return n == 3, fmt.Sprintf("%d Ready", n)
 	})
-	watch := watchBudget(ctx, ns, "web", 2)
-	// The same budget as ZooKeeper's clients see it: web's serverset.
-	conn := zookeeper(t)
+	port := int(web.Spec.Ports[0].Port)
+	readyWatch := watchReady(ctx, ns, "web", port, 2)
+	// The same budget as ZooKeeper's clients see it: web's live members.
+	conn, zkAddr := zookeeperAt(t)
 	dir := "/discovery/web/dev"
-	eventually(t, "web's 3 pods in "+dir, 2*time.Minute, func() (bool, string) {
-		ms, err := serverset.Read(conn, dir)
+	eventually(t, "web's 3 pods live in "+dir, 2*time.Minute, func() (bool, string) {
+		n, err := liveMembers(ctx, conn, []string{zkAddr}, dir, ns, "web", port)
 		if err != nil {
 			return false, err.Error()
 		}
-		return len(ms) == 3, fmt.Sprint(members(ms))
+		return n == 3, fmt.Sprintf("%d live", n)
 	})
-	zkWatch := watchServerset(ctx, conn, dir, 2)
+	zkWatch := watchLive(ctx, conn, []string{zkAddr}, dir, ns, "web", port, 2)
+	// The emulator's own account of terminations, before the rollouts.
+	aws := awsemu.NewClients(emulator, awsRegion(t, def))
+	terminatedBefore := terminated(t, aws)
 	// A batch task the drain must wait for, on the batch group.
 	task := startHeldTask(t, ns)
 	task.watch(ctx)
@@ -159,6 +170,20 @@ func TestAWSNodeRollout(t *testing.T) {
 		if st.Status != rollout.StatusDone || !slices.Equal(replaced, old) {
 			t.Errorf("rollout %d %s: replaced %v, want each of %v once", n, st.Status, replaced, old)
 		}
+		// The emulator's account: exactly the old instances were
+		// terminated in this rollout, no replacement among them.
+		after := terminated(t, aws)
+		var gone []string
+		for id := range after {
+			if !terminatedBefore[id] {
+				gone = append(gone, id)
+			}
+		}
+		slices.Sort(gone)
+		if !slices.Equal(gone, old) {
+			t.Errorf("rollout %d: the emulator terminated %v, want exactly the old instances %v", n, gone, old)
+		}
+		terminatedBefore = after
 		// The cluster's account: only new-image instance nodes, all Ready.
 		now := awaitInstanceNodes(t, awsNodes, ami)
 		for _, id := range now {
@@ -177,17 +202,11 @@ func TestAWSNodeRollout(t *testing.T) {
 	// Pause, status, abort and rollback across processes, on the nodes,
 	// under the same watchers.
 	drained = append(drained, nodeControls(t, env, def, ami, awsNodes, runFlags)...)
-	watch.stop()
-	if v := watch.violations(); len(v) > 0 {
-		t.Errorf("the PDB's budget was broken %d times, e.g. %s", len(v), v[0])
-	}
-	t.Logf("watcher: %d samples of web's Ready pods, minimum %d (budget 2)", watch.samples, watch.min)
+	readyWatch.stop()
+	readyWatch.check(t)
 	zkWatch.stop()
-	if v := zkWatch.violations(); len(v) > 0 {
-		t.Errorf("web's serverset fell under the PDB's minimum %d times, e.g. %s", len(v), v[0])
-	}
-	t.Logf("serverset watcher: %d samples of %s, minimum %d (budget 2)", zkWatch.samples, dir, zkWatch.min)
-	checkShippedTicks(t, nodeLogs, drained, ns, "web")
+	zkWatch.check(t)
+	checkShippedTicks(t, nodeLogs, drained, ns, "web", recorder.on(drained))
 }
 
 // rollWithKills runs `trellis ami rollout --yes` onto ami and SIGKILLs
@@ -379,62 +398,34 @@ func readyPods(ctx context.Context, ns, svc string) int {
 	return n
 }
 
-// budgetWatch samples a service's Ready pods, independently of the
-// rollout's bookkeeping, and records every sample under the budget.
-// countWatch samples a count (Ready pods, serverset members) every 250 ms
-// and records each sample under the minimum.
-type countWatch struct {
-	mu      sync.Mutex
-	samples int
-	min     int
-	under   []string
-	cancel  context.CancelFunc
-	done    chan struct{}
+// awsRegion is the region of the definition at def.
+func awsRegion(t *testing.T, def string) string {
+	t.Helper()
+	d, err := bootdef.Load(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Region
 }
 
-// watchCount samples count (negative: no sample) until stop.
-func watchCount(ctx context.Context, what string, minimum int, count func(context.Context) int) *countWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &countWatch{min: 1 << 30, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for ctx.Err() == nil {
-			n := count(ctx)
-			if n >= 0 {
-				w.mu.Lock()
-				w.samples++
-				w.min = min(w.min, n)
-				if n < minimum {
-					w.under = append(w.under, fmt.Sprintf("%s: %d %s < %d", time.Now().Format(time.TimeOnly), n, what, minimum))
-				}
-				w.mu.Unlock()
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}()
-	return w
-}
-
-// watchBudget samples svc's Ready pods against the PDB's minimum.
-func watchBudget(ctx context.Context, ns, svc string, minAvailable int) *countWatch {
-	return watchCount(ctx, "Ready", minAvailable, func(ctx context.Context) int { return readyPods(ctx, ns, svc) })
-}
-
-// watchServerset samples the members of a ZooKeeper serverset.
-func watchServerset(ctx context.Context, conn *zk.Conn, dir string, minimum int) *countWatch {
-	return watchCount(ctx, "members of "+dir, minimum, func(context.Context) int {
-		ms, err := serverset.Read(conn, dir)
+// terminated is the instances the emulator holds as terminated (or on
+// their way), from its own EC2 API rather than the rollout's state.
+func terminated(t *testing.T, c *awsemu.Clients) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	p := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("instance-state-name"), Values: []string{"shutting-down", "terminated"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
 		if err != nil {
-			return -1
+			t.Fatalf("failed to list the emulator's terminated instances: %v", err)
 		}
-		return len(ms)
-	})
-}
-
-func (w *countWatch) stop() { w.cancel(); <-w.done }
-
-func (w *countWatch) violations() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.under)
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out[aws.ToString(i.InstanceId)] = true
+			}
+		}
+	}
+	return out
 }

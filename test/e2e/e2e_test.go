@@ -363,13 +363,22 @@ func execIn(t *testing.T, p *corev1.Pod, container string, cmd ...string) string
 // zookeeper-0 (pod IPs are not routed to the host).
 func zookeeper(t *testing.T) *zk.Conn {
 	t.Helper()
+	conn, _ := zookeeperAt(t)
+	return conn
+}
+
+// zookeeperAt is zookeeper and the forwarded address it connects to (for
+// four-letter commands).
+func zookeeperAt(t *testing.T) (*zk.Conn, string) {
+	t.Helper()
 	port := portForward(t, "trellis-system", "zookeeper-0", 2181)
-	conn, _, err := zk.Connect([]string{fmt.Sprintf("127.0.0.1:%d", port)}, 10*time.Second, zk.WithLogInfo(false))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	return conn
+	return conn, addr
 }
 
 // portForward forwards a loopback port to a pod's port for the test's
