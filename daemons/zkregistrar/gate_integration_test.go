@@ -106,6 +106,7 @@ func TestIntegrationDrainKeepsServerset(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(obs.Close)
+	var lastSkipped []string
 	live := func() (int, error) {
 		ready, err := readyAddrs(ctx, c)
 		if err != nil {
@@ -119,13 +120,23 @@ func TestIntegrationDrainKeepsServerset(t *testing.T) {
 		if err != nil {
 			return 0, err
 		}
-		n, _ := liveset.Count(nodes, sessions, ready)
+		n, skipped := liveset.Count(nodes, sessions, ready)
+		lastSkipped = skipped
 		return n, nil
 	}
-	waitFor(t, "4 live members", 60*time.Second, func() bool { n, err := live(); return err == nil && n == 4 })
-	waitFor(t, "the budget to allow 1 disruption", 30*time.Second, func() bool {
+	fourLive := func() (bool, string) {
+		n, err := live()
+		pods, _ := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		var st []string
+		for _, p := range pods.Items {
+			st = append(st, fmt.Sprintf("%s@%s %s ready=%s gate=%s", p.Name, p.Spec.NodeName, p.Status.PodIP, condition(&p, corev1.PodReady), condition(&p, wellknown.ConditionRegistered)))
+		}
+		return err == nil && n == 4, fmt.Sprintf("%d live, err %v, skipped %v; pods %v", n, err, lastSkipped, st)
+	}
+	waitFor(t, "4 live members", 60*time.Second, fourLive)
+	waitFor(t, "the budget to allow 1 disruption", 30*time.Second, func() (bool, string) {
 		b, err := c.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && b.Status.DisruptionsAllowed == 1
+		return err == nil && b.Status.DisruptionsAllowed == 1, fmt.Sprint(err)
 	})
 	gateWrites := func() (n int64) {
 		for _, d := range daemons {
@@ -165,7 +176,7 @@ func TestIntegrationDrainKeepsServerset(t *testing.T) {
 	}
 	drained := time.Since(start)
 	// The last replacement registers after the drain ends: watch it too.
-	waitFor(t, "4 live members after the drain", 60*time.Second, func() bool { n, err := live(); return err == nil && n == 4 })
+	waitFor(t, "4 live members after the drain", 60*time.Second, fourLive)
 	stopWatch()
 	<-watched
 	over := time.Since(began)
@@ -250,12 +261,16 @@ func condition(p *corev1.Pod, typ corev1.PodConditionType) corev1.ConditionStatu
 	return ""
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !ok() {
+	for {
+		done, state := ok()
+		if done {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -3,9 +3,12 @@ package liveset
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -51,22 +54,67 @@ func Read(r Reader, dir string) ([]Znode, error) {
 }
 
 // Sessions returns the sessions connected to any of the servers now, from
-// the `cons` four-letter command (it must be whitelisted).
+// the `cons` four-letter command (it must be whitelisted). go-zookeeper's
+// FLWCons does not parse ZooKeeper 3.8's answer (its latencies are
+// decimals): only the session ids are read here.
 func Sessions(servers []string, timeout time.Duration) (map[int64]bool, error) {
-	all, ok := zk.FLWCons(servers, timeout)
-	if !ok {
-		return nil, fmt.Errorf("four-letter command cons failed on %v (is it whitelisted?)", servers)
-	}
 	out := map[int64]bool{}
-	for _, s := range all {
-		if s.Error != nil {
-			return nil, fmt.Errorf("cons: %w", s.Error)
+	for _, s := range servers {
+		answer, err := fourLetter(s, "cons", timeout)
+		if err != nil {
+			return nil, err
 		}
-		for _, c := range s.Clients {
-			out[c.SessionID] = true
+		if err := parseCons(answer, out); err != nil {
+			return nil, fmt.Errorf("cons on %s: %w", s, err)
 		}
 	}
 	return out, nil
+}
+
+var sidRE = regexp.MustCompile(`sid=0x([0-9a-fA-F]+)`)
+
+// parseCons adds the session ids of a cons answer to out. An answer with
+// no connection at all (not even the asker's) is refused: cons is then
+// not whitelisted.
+func parseCons(answer string, out map[int64]bool) error {
+	if strings.Contains(answer, "is not executed because it is not in the whitelist") {
+		return errors.New(strings.TrimSpace(answer))
+	}
+	lines := 0
+	for _, line := range strings.Split(answer, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		lines++
+		if m := sidRE.FindStringSubmatch(line); m != nil {
+			id, err := strconv.ParseUint(m[1], 16, 64)
+			if err != nil {
+				return fmt.Errorf("%q: %w", line, err)
+			}
+			out[int64(id)] = true
+		}
+	}
+	if lines == 0 {
+		return errors.New("empty answer")
+	}
+	return nil
+}
+
+func fourLetter(server, cmd string, timeout time.Duration) (string, error) {
+	conn, err := net.DialTimeout("tcp", server, timeout)
+	if err != nil {
+		return "", fmt.Errorf("four-letter command %s on %s: %w", cmd, server, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", fmt.Errorf("four-letter command %s on %s: %w", cmd, server, err)
+	}
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		return "", fmt.Errorf("four-letter command %s on %s: %w", cmd, server, err)
+	}
+	return string(b), nil
 }
 
 // Count is the number of live members among nodes: ephemeral, owned by a

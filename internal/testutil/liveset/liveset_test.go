@@ -121,3 +121,22 @@ func TestGaps(t *testing.T) {
 		})
 	}
 }
+
+func TestParseCons(t *testing.T) {
+	// ZooKeeper 3.8's answer: decimal latencies, which go-zookeeper's
+	// FLWCons does not parse.
+	answer := ` /127.0.0.1:40112[1](queued=0,recved=12,sent=12,sid=0x10000a1b2c30000,lop=PING,est=1764288000000,to=10000,lcxid=0x5,lzxid=0x1a,lresp=1764288001000,llat=0,minlat=0,avglat=0.25,maxlat=1)
+ /127.0.0.1:40120[0](queued=0,recved=1,sent=0)
+
+`
+	got := map[int64]bool{}
+	if err := parseCons(answer, got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0x10000a1b2c30000] {
+		t.Errorf("sessions %v, want only 0x10000a1b2c30000", got)
+	}
+	if err := parseCons("cons is not executed because it is not in the whitelist.\n", map[int64]bool{}); err == nil {
+		t.Error("a refused cons must be an error")
+	}
+}
