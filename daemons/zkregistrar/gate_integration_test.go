@@ -188,10 +188,11 @@ func TestIntegrationDrainKeepsServerset(t *testing.T) {
 		t.Errorf("serverset watcher: %s", f)
 	}
 	if gated {
-		// 4 evicted pods deregistered (False), 4 replacements registered
-		// (True): 2 writes per pod lifecycle.
-		if w := gateWrites() - writesBefore; w != 8 {
-			t.Errorf("%d readiness-gate writes for 4 evictions and 4 replacements, want 8 (2 per pod lifecycle)", w)
+		// 4 replacements registered (True), 4 evicted pods deregistered
+		// (False, unless the pod was gone before the delete returned): at
+		// most 2 writes per pod lifecycle.
+		if w := gateWrites() - writesBefore; w < 4 || w > 8 {
+			t.Errorf("%d readiness-gate writes for 4 evictions and 4 replacements, want 4 to 8 (at most 2 per pod lifecycle)", w)
 		} else {
 			t.Logf("readiness-gate writes: %d for 4 evicted and 4 new pods (the kubelet fake wrote %d status updates)", w, kubelet.writes())
 		}
