@@ -38,9 +38,15 @@ import (
 func main() {
 	pods := flag.Int("pods", 110, "pods on the node")
 	flips := flag.Int("flips", 400, "Ready/NotReady transitions to time")
+	modes := flag.String("gate", "both", "run without the readiness gate (off), with it (on), or both")
 	flag.Parse()
+	runs := map[string][]bool{"both": {false, true}, "off": {false}, "on": {true}}[*modes]
+	if runs == nil {
+		fmt.Fprintf(os.Stderr, "bench: -gate %q: want both, off or on\n", *modes)
+		os.Exit(2)
+	}
 	var res []result
-	for _, gated := range []bool{false, true} {
+	for _, gated := range runs {
 		r, err := run(*pods, *flips, gated)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench (gate %v): %v\n", gated, err)
@@ -64,7 +70,15 @@ type result struct {
 
 func report(nPods, flips int, res []result) {
 	fmt.Printf("pods on the node: %d, transitions timed per run: %d\n", nPods, flips)
-	fmt.Printf("%-44s %-26s %-26s\n", "", "no gate (Ready)", "gate (ContainersReady)")
+	fmt.Printf("%-44s", "")
+	for _, r := range res {
+		name := "no gate (signal: Ready)"
+		if r.gated {
+			name = "gate (signal: ContainersReady)"
+		}
+		fmt.Printf(" %-26s", name)
+	}
+	fmt.Println()
 	row := func(what string, f func(r result) []time.Duration) {
 		fmt.Printf("%-44s", what)
 		for _, r := range res {
