@@ -3,12 +3,15 @@ package awsemu_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	asgtypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/trellis-dev/trellis/internal/awsemu"
@@ -132,5 +135,71 @@ func TestIntegrationPrivateAddressesUniqueInSubnet(t *testing.T) {
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "InsufficientFreeAddressesInSubnet" {
 		t.Fatalf("an ENI in a full subnet: %v, want InsufficientFreeAddressesInSubnet", err)
+	}
+}
+
+// Fix 10: a launch template with an instance-store mapping (what kops
+// writes for g5, p5, m6id, c6id, i4i) launches through an autoscaling
+// group and through RunInstances; the template keeps the mapping as
+// written, and only the Ebs mappings become volumes, as on AWS.
+func TestIntegrationInstanceStoreMappings(t *testing.T) {
+	s := awsemutest.Start(t)
+	c := awsemu.NewClients(s.URL, "us-east-1")
+	ctx := context.Background()
+	ami, err := c.Image(ctx, "trellis-node", "x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt, err := c.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String("nvme"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
+			ImageId: aws.String(ami), InstanceType: ec2types.InstanceTypeM6idLarge,
+			BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{
+				{DeviceName: aws.String("/dev/xvda"), Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(64), VolumeType: ec2types.VolumeTypeGp3}},
+				{DeviceName: aws.String("/dev/sdc"), VirtualName: aws.String("ephemeral0")},
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := lt.LaunchTemplate.LaunchTemplateId
+	_, err = c.ASG.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String("nvme"), MinSize: aws.Int32(1), MaxSize: aws.Int32(1), DesiredCapacity: aws.Int32(1),
+		AvailabilityZones: []string{"us-east-1a"},
+		LaunchTemplate:    &asgtypes.LaunchTemplateSpecification{LaunchTemplateId: id, Version: aws.String("$Latest")},
+	})
+	if err != nil {
+		t.Fatalf("an autoscaling group from a template with an instance-store mapping: %v", err)
+	}
+	g, err := c.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"nvme"}})
+	if err != nil || len(g.AutoScalingGroups) != 1 || len(g.AutoScalingGroups[0].Instances) != 1 {
+		t.Fatalf("group nvme: %v, %+v; want one instance", err, g)
+	}
+	run, err := c.EC2.RunInstances(ctx, &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1), ImageId: aws.String(ami),
+		LaunchTemplate: &ec2types.LaunchTemplateSpecification{LaunchTemplateId: id}})
+	if err != nil {
+		t.Fatalf("RunInstances from the template: %v", err)
+	}
+	for _, iid := range []string{aws.ToString(g.AutoScalingGroups[0].Instances[0].InstanceId), aws.ToString(run.Instances[0].InstanceId)} {
+		d, err := c.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{iid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var devs []string
+		for _, m := range d.Reservations[0].Instances[0].BlockDeviceMappings {
+			devs = append(devs, aws.ToString(m.DeviceName))
+		}
+		if !slices.Contains(devs, "/dev/xvda") || slices.Contains(devs, "/dev/sdc") {
+			t.Errorf("instance %s has volumes %v; want the template's EBS /dev/xvda and no volume for the instance store /dev/sdc", iid, devs)
+		}
+	}
+	v, err := c.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: id})
+	if err != nil || len(v.LaunchTemplateVersions) != 1 {
+		t.Fatalf("template versions: %v", err)
+	}
+	m := v.LaunchTemplateVersions[0].LaunchTemplateData.BlockDeviceMappings
+	if len(m) != 2 || aws.ToString(m[1].DeviceName) != "/dev/sdc" || aws.ToString(m[1].VirtualName) != "ephemeral0" || m[1].Ebs != nil {
+		t.Errorf("the template's mappings: %+v; want /dev/sdc as ephemeral0 without Ebs, as written", m)
 	}
 }

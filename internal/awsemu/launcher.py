@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + nine edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + ten edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -17,10 +17,15 @@
   (moto: drops it, so kops plans the change again after every apply).
 9 Private addresses are unique in their subnet and never AWS's reserved ones (moto: random, so
   CreateNetworkInterface and AssignPrivateIpAddresses hand one address out twice, and netd's pool
-  saw an ENI with fewer distinct addresses than EC2 counted)."""
+  saw an ENI with fewer distinct addresses than EC2 counted).
+10 RunInstances from a launch template with instance-store mappings ({DeviceName, VirtualName:
+  ephemeralN}, no Ebs: kops's g5, p5, m6id, c6id, i4i groups) launches, with EBS volumes for the
+  Ebs mappings only, as AWS does (moto: KeyError 'Ebs'/HTTP 500 on every launch). The template
+  keeps the mappings as written."""
 import collections, copy, ipaddress, random, sys
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.instances import InstanceBackend
 from moto.ec2.models import elastic_network_interfaces as enim
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
@@ -144,6 +149,22 @@ def random_private_ip(cidr=None, ipv6=False):
     _recent.append(ip)  # a batch is built before any of it is recorded
     return ip
 _random_ip, enim.random_private_ip = enim.random_private_ip, random_private_ip
+
+_run = InstanceBackend.run_instances                                          # 10
+def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+    lt = kwargs.get("launch_template")
+    if not lt or "block_device_mappings" in kwargs:
+        return _run(self, image_id, count, user_data, security_group_names, **kwargs)
+    m = self._get_template_from_args(lt).data.get("BlockDeviceMappings") or []
+    if all("Ebs" in b for b in m):
+        return _run(self, image_id, count, user_data, security_group_names, **kwargs)
+    # Passed explicitly, moto skips the default root volume it adds on the template path.
+    r = _run(self, image_id, count, user_data, security_group_names,
+             block_device_mappings=[b for b in m if "Ebs" in b], **kwargs)
+    for i in r.instances:
+        i.setup_defaults()
+    return r
+InstanceBackend.run_instances = run_instances
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):
