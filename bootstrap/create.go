@@ -15,6 +15,7 @@ import (
 	"k8s.io/kops/pkg/client/simple"
 	"k8s.io/kops/upup/pkg/fi"
 	"k8s.io/kops/upup/pkg/fi/cloudup"
+	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 	"k8s.io/kops/util/pkg/vfs"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
@@ -51,8 +52,17 @@ type ApplyOptions struct {
 	// Cloud overrides the cloud kops builds from the spec (the AWS fake).
 	Cloud fi.Cloud
 	// TaskTimeout bounds how long kops retries one failing cloud task
-	// before the apply fails (default kops's 10m).
+	// before the apply fails (default kops's 10m). It bounds each task, not
+	// the apply: tasks that depend on each other can each take it.
 	TaskTimeout time.Duration
+	// Progress is how often a running apply prints each task that is still
+	// failing with its last error (default 30s; negative: never). Only
+	// when kops's warnings are not already shown (klog at verbosity 0).
+	Progress time.Duration
+	// StopGrace is how long an apply whose context was cancelled (SIGINT,
+	// SIGTERM) waits for kops to return before it gives up on it and the
+	// state store is restored (default 3s).
+	StopGrace time.Duration
 	// SpecsOnly stores the specs without planning or applying them in the
 	// cloud (no credentials: a later diff or upgrade shows the plan).
 	SpecsOnly bool
@@ -112,6 +122,12 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 		if cloud, err = cloudup.BuildCloud(c); err != nil {
 			return nil, fmt.Errorf("failed to build cloud for %s: %w", c.Name, err)
 		}
+		cloud = withCodes(cloud)
+		if a, ok := cloud.(awsup.AWSCloud); ok {
+			if err := checkImages(spec.InstanceGroups, a); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Name, err)
+			}
+		}
 	}
 	if err := cloudup.PerformAssignments(c, vfs.Context, cloud); err != nil {
 		return nil, fmt.Errorf("failed to populate %s: %w", c.Name, err)
@@ -127,11 +143,18 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 	return &Prepared{Spec: spec, Clientset: cs, Cloud: cloud}, nil
 }
 
-// Create validates a definition, writes its specs to the state store and
-// applies them through kops. Any failure, a failed real apply included,
-// restores the cluster's folder in the state store byte for byte (kops's
-// files and Trellis's own), so the same command can simply be run again:
-// kops adopts the cloud resources a failed apply already created.
+// ErrPlanWrote is returned when a plan (create without Yes) found the
+// state store changed after kops's dry run: a plan must write nothing.
+var ErrPlanWrote = errors.New("the plan wrote to the state store")
+
+// Create validates a definition and, with Yes, writes its specs to the
+// state store and applies them through kops. Without Yes it is a plan, as
+// Terraform's plan and `kops update cluster` without --yes are: kops's dry
+// run against the cloud, and nothing written anywhere (no spec, no key),
+// so `create --yes` can follow it. Any failure of a real apply restores
+// the cluster's folder in the state store byte for byte (kops's files and
+// Trellis's own), so the same command can simply be run again: kops adopts
+// the cloud resources a failed apply already created.
 func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOptions) (*Plan, error) {
 	p, err := Prepare(ctx, def, opts)
 	if err != nil {
@@ -149,6 +172,9 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	if err != nil {
 		return nil, err
 	}
+	if opts.target() == TargetDryRun {
+		return planOnly(ctx, p, opts, snap)
+	}
 	if err := registry.CreateClusterConfig(ctx, p.Clientset, c, p.Spec.InstanceGroups, nil); err != nil {
 		return nil, undo(ctx, snap, fmt.Errorf("failed to write %s to the state store: %w", c.Name, err))
 	}
@@ -159,14 +185,30 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 	} else if created && opts.Out != nil {
 		fmt.Fprintf(opts.Out, "Created the pod-identity root CA of %s in the state store\n", c.Name)
 	}
-	if opts.SpecsOnly {
-		return &Plan{}, nil
-	}
 	plan, err := apply(ctx, p, opts)
 	if err != nil {
 		return nil, undo(ctx, snap, err)
 	}
 	return plan, nil
+}
+
+// planOnly runs kops's dry run for a cluster the state store does not hold yet
+// and checks that it wrote nothing there (restoring it if it did).
+func planOnly(ctx context.Context, p *Prepared, opts ApplyOptions, snap *statestore.Snapshot) (*Plan, error) {
+	if opts.SpecsOnly {
+		return &Plan{Target: TargetDryRun}, nil
+	}
+	pl, err := apply(ctx, p, opts)
+	changed, cerr := snap.Changed(ctx)
+	switch {
+	case cerr != nil:
+		return nil, errors.Join(err, cerr)
+	case len(changed) > 0:
+		return nil, undo(ctx, snap, errors.Join(err, fmt.Errorf("%w: %v", ErrPlanWrote, changed)))
+	case err != nil:
+		return nil, err
+	}
+	return pl, nil
 }
 
 // undo restores the state store after err and says so.

@@ -112,3 +112,49 @@ func (s *Snapshot) list(ctx context.Context) (map[string]vfs.Path, error) {
 	}
 	return out, nil
 }
+
+// Changed lists the files of the cluster's folder that differ from the
+// snapshot (added, changed or removed), relative to the folder, sorted.
+func (s *Snapshot) Changed(ctx context.Context) ([]string, error) {
+	now, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rel, p := range now {
+		old, ok := s.files[rel]
+		if !ok {
+			out = append(out, rel)
+			continue
+		}
+		cur, err := p.ReadFile(ctx)
+		if err != nil && !errors.Is(err, os.ErrNotExist) { // memfs lists removed files too
+			return nil, fmt.Errorf("failed to read %s: %w", p.Path(), err)
+		}
+		if err != nil || !bytes.Equal(cur, old) {
+			out = append(out, rel)
+		}
+	}
+	for rel := range s.files {
+		if _, ok := now[rel]; !ok {
+			out = append(out, rel)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Remove deletes every file of a cluster's folder in the state store:
+// kops's specs, secrets and keysets, and Trellis's own files. It tries
+// every file and reports every one it could not remove.
+func Remove(ctx context.Context, stateStore, cluster string) error {
+	s, err := Take(ctx, stateStore, cluster)
+	if err != nil {
+		return err
+	}
+	s.files = map[string][]byte{}
+	if err := s.Restore(ctx); err != nil {
+		return fmt.Errorf("failed to remove %s from the state store: %w", cluster, err)
+	}
+	return nil
+}

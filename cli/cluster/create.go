@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,22 +22,29 @@ func newCreateCommand(s streams.Streams) *cobra.Command {
 	o := &createOptions{}
 	cmd := &cobra.Command{
 		Use:   "create -f FILE --state URL [--yes]",
-		Short: "Validate a definition, store its kops specs and apply them",
-		Long: `Validates the definition (Trellis's checks, then kops's own, strict), writes the
-kops Cluster and InstanceGroup specs to the state store, and applies them
-through kops. Without --yes it prints the dry-run plan and changes no cloud
-resource; --target terraform --out DIR writes Terraform instead. Any failure
-before the cloud is touched leaves the state store as it was.
+		Short: "Plan a cluster from its definition; with --yes store its kops specs and apply them",
+		Long: `Validates the definition (Trellis's checks, then kops's own, strict).
 
-Without AWS credentials (and without --fake-aws) the specs are stored and the
-cloud plan is skipped: run 'trellis cluster diff' once credentials are there.`,
+Without --yes it is a plan, like 'terraform plan' or 'kops update cluster'
+without --yes: it prints kops's dry-run plan and writes nothing, neither to the
+state store (no spec, no key) nor to the cloud. Run the same command with --yes
+to create the cluster.
+
+With --yes it writes the kops Cluster and InstanceGroup specs and the
+pod-identity root CA to the state store and applies them through kops. A failed
+apply restores the state store as it was; the cloud resources it created stay
+(run the command again, kops adopts them, or 'trellis cluster delete').
+--target terraform --out DIR stores the specs and writes Terraform instead.
+
+Without AWS credentials (and without --fake-aws) the plan validates the
+definition only and skips the cloud plan.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCreate(cmd, o, s)
 		},
 	}
 	o.add(cmd)
-	cmd.Flags().BoolVar(&o.Yes, "yes", false, "apply the plan (default: dry run)")
+	cmd.Flags().BoolVar(&o.Yes, "yes", false, "store the specs and apply the plan (default: plan only, nothing written)")
 	cmd.Flags().StringVar(&o.Target, "target", string(bootstrap.TargetDirect), "direct or terraform")
 	cmd.Flags().StringVar(&o.OutDir, "out", "", "output directory for --target terraform")
 	return cmd
@@ -66,18 +74,17 @@ func runCreate(cmd *cobra.Command, o *createOptions, s streams.Streams) error {
 		return err
 	}
 	name := render.ClusterName(l.ClusterDefinition)
-	fmt.Fprintf(s.Out, "Stored cluster %s in %s.\n", name, o.State)
+	next := fmt.Sprintf("trellis cluster create -f %s --state %s --yes", o.File, o.State)
 	switch {
 	case opts.SpecsOnly:
-		fmt.Fprintf(s.Out, "Cloud plan skipped. Run `trellis cluster diff -f %s --state %s` with AWS credentials to see it.\n", o.File, o.State)
-	case plan.Target == bootstrap.TargetDryRun && plan.Changes:
-		fmt.Fprintln(s.Out, "Dry run: pass --yes to apply these changes.")
+		fmt.Fprintf(s.Out, "Validated %s; cloud plan skipped (no AWS credentials). Nothing was written.\nWith credentials, run `%s` to see the plan.\n", name,
+			strings.TrimSuffix(next, " --yes"))
 	case plan.Target == bootstrap.TargetDryRun:
-		fmt.Fprintln(s.Out, "Dry run: no cloud changes.")
+		fmt.Fprintf(s.Out, "Plan only: nothing was written to the state store or the cloud.\nTo create %s, run:\n  %s\n", name, next)
 	case plan.Target == bootstrap.TargetTerraform:
-		fmt.Fprintln(s.Out, "Terraform written.")
+		fmt.Fprintf(s.Out, "Stored cluster %s in %s.\nTerraform written.\n", name, o.State)
 	default:
-		fmt.Fprintf(s.Out, "Cluster %s applied.\n", name)
+		fmt.Fprintf(s.Out, "Stored cluster %s in %s.\nCluster %s applied.\nNext: `trellis cluster kubeconfig -f %s --admin 1h` for a kubeconfig.\n", name, o.State, name, o.File)
 	}
 	return nil
 }
