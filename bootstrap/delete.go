@@ -1,0 +1,130 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"k8s.io/kops/pkg/resources"
+	resourceops "k8s.io/kops/pkg/resources/ops"
+	"k8s.io/kops/upup/pkg/fi"
+	"k8s.io/kops/upup/pkg/fi/cloudup"
+
+	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/statestore"
+)
+
+// DeleteOptions say where a cluster lives and whether to delete it.
+type DeleteOptions struct {
+	// StateStore is the kops state store URL.
+	StateStore string
+	// Yes deletes; without it Delete only lists what it would delete.
+	Yes bool
+	// Out receives the plan and kops's progress.
+	Out io.Writer
+	// Cloud overrides the cloud kops builds from the spec.
+	Cloud fi.Cloud
+	// Wait bounds the deletion of the cloud resources (default 10m, kops's).
+	Wait time.Duration
+	// Interval is the pause between kops's deletion passes (default 10s).
+	Interval time.Duration
+}
+
+// DeletePlan is what a delete removes (or removed).
+type DeletePlan struct {
+	Cluster string
+	// Resources the cluster owns, by kops's ownership tags
+	// (kubernetes.io/cluster/<name>, KubernetesCluster), sorted by type
+	// and id. Shared resources (tagged shared) are left out: kops never
+	// deletes them.
+	Resources []*resources.Resource
+	// StateFiles are the cluster's files in the state store, relative to
+	// its folder.
+	StateFiles []string
+}
+
+// Delete removes every cloud resource a cluster owns and its folder in the
+// state store, as `kops delete cluster` does, with kops's own listing and
+// deleter (k8s.io/kops/pkg/resources). It needs only the definition (name
+// and region), not the stored spec, so it also cleans up after a create
+// that failed and restored the state store. Without Yes it lists and
+// changes nothing.
+func Delete(ctx context.Context, def *definition.ClusterDefinition, opts DeleteOptions) (*DeletePlan, error) {
+	spec, err := render.ToKops(def)
+	if err != nil {
+		return nil, err
+	}
+	c := spec.Cluster
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	cloud := opts.Cloud
+	if cloud == nil {
+		if cloud, err = cloudup.BuildCloud(c); err != nil {
+			return nil, fmt.Errorf("failed to build cloud for %s: %w", c.Name, err)
+		}
+	}
+	all, err := resourceops.ListResources(cloud, c)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list the cloud resources of %s: %w", c.Name, err)
+	}
+	owned := map[string]*resources.Resource{}
+	plan := &DeletePlan{Cluster: c.Name}
+	for k, r := range all {
+		if r.Shared {
+			continue
+		}
+		owned[k] = r
+		plan.Resources = append(plan.Resources, r)
+	}
+	sort.Slice(plan.Resources, func(i, j int) bool {
+		a, b := plan.Resources[i], plan.Resources[j]
+		return a.Type < b.Type || a.Type == b.Type && a.ID < b.ID
+	})
+	snap, err := statestore.Take(ctx, opts.StateStore, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	plan.StateFiles = snap.Files()
+	if !opts.Yes {
+		return plan, nil
+	}
+	if len(owned) > 0 {
+		wait, interval := opts.Wait, opts.Interval
+		if wait == 0 {
+			wait = 10 * time.Minute
+		}
+		if interval == 0 {
+			interval = 10 * time.Second
+		}
+		if err := resourceops.DeleteResources(cloud, owned, 0, interval, wait); err != nil {
+			return plan, fmt.Errorf("failed to delete the cloud resources of %s (the state store is kept; run the command again): %w", c.Name, err)
+		}
+	}
+	if err := statestore.Remove(ctx, opts.StateStore, c.Name); err != nil {
+		return plan, err
+	}
+	return plan, nil
+}
+
+// Print writes the plan as a table, as `kops delete cluster` does.
+func (p *DeletePlan) Print(w io.Writer) {
+	if len(p.Resources) == 0 {
+		fmt.Fprintf(w, "No cloud resources of %s.\n", p.Cluster)
+	} else {
+		fmt.Fprintf(w, "Cloud resources of %s (%d):\n", p.Cluster, len(p.Resources))
+		fmt.Fprintf(w, "  %-22s %-28s %s\n", "TYPE", "ID", "NAME")
+		for _, r := range p.Resources {
+			fmt.Fprintf(w, "  %-22s %-28s %s\n", r.Type, r.ID, r.Name)
+		}
+	}
+	if len(p.StateFiles) == 0 {
+		fmt.Fprintf(w, "No files of %s in the state store.\n", p.Cluster)
+	} else {
+		fmt.Fprintf(w, "State store: %d files under %s/.\n", len(p.StateFiles), p.Cluster)
+	}
+}

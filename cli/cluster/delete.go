@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+type deleteOptions struct {
+	File     string
+	State    string
+	Emulator string
+	Yes      bool
+	Wait     time.Duration
+}
+
+func newDeleteCommand(s streams.Streams) *cobra.Command {
+	o := &deleteOptions{}
+	cmd := &cobra.Command{
+		Use:   "delete -f FILE --state URL [--yes]",
+		Short: "Delete every cloud resource a cluster owns and its state-store folder (plan without --yes)",
+		Long: `Lists every cloud resource the cluster owns, found by kops's ownership tags
+(kubernetes.io/cluster/<name>=owned, KubernetesCluster=<name>) with kops's own
+listing, and the cluster's files in the state store. With --yes deletes them
+all, as 'kops delete cluster --yes' does: instances, autoscaling groups and
+launch templates, load balancers, the VPC and its subnets, gateways and route
+tables, security groups, volumes, IAM roles and instance profiles, DNS records,
+then the state-store folder (specs, keys, Trellis's own files).
+
+Only the definition's name and region are needed, so it also cleans up after a
+failed create (whose state store was restored). Resources tagged shared and
+other clusters' resources and files are left alone.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := loadAWS(o.File)
+			if err != nil {
+				return err
+			}
+			if err := (bootstrap.Env{Emulator: o.Emulator, Region: l.Region}).Setup(); err != nil {
+				return err
+			}
+			if o.Emulator != "" {
+				fmt.Fprintf(s.Err, "Note: AWS is the emulator at %s; nothing reaches AWS.\n", o.Emulator)
+			} else if ok, why := haveAWSCredentials(cmd.Context()); !ok {
+				return fmt.Errorf("%s: delete needs AWS", why)
+			}
+			plan, err := bootstrap.Delete(cmd.Context(), l.ClusterDefinition, bootstrap.DeleteOptions{StateStore: o.State, Yes: o.Yes, Out: s.Out, Wait: o.Wait})
+			if plan != nil && !o.Yes {
+				plan.Print(s.Out)
+			}
+			if err != nil {
+				return err
+			}
+			name := render.ClusterName(l.ClusterDefinition)
+			if !o.Yes {
+				fmt.Fprintf(s.Out, "Plan only: nothing was deleted.\nTo delete %s, run:\n  trellis cluster delete -f %s --state %s --yes\n", name, o.File, o.State)
+				return nil
+			}
+			fmt.Fprintf(s.Out, "Deleted cluster %s: %d cloud resources, %d state-store files.\n", name, len(plan.Resources), len(plan.StateFiles))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
+	cmd.Flags().StringVar(&o.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
+	cmd.Flags().StringVar(&o.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	cmd.Flags().BoolVar(&o.Yes, "yes", false, "delete (default: list what would be deleted)")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 10*time.Minute, "how long kops may retry deleting resources that still have dependents")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
