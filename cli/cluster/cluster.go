@@ -26,9 +26,9 @@ var ErrNotValid = errors.New("cluster is not valid")
 func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Render, create, diff, upgrade and validate clusters from their definitions",
+		Short: "Render, create, diff, update, upgrade, validate and delete clusters from their definitions; export kubeconfigs",
 	}
-	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpdateCommand(s), newUpgradeCommand(s), newValidateCommand(s))
+	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpdateCommand(s), newUpgradeCommand(s), newValidateCommand(s), newDeleteCommand(s), newKubeconfigCommand(s))
 	return cmd
 }
 
@@ -39,6 +39,7 @@ type stateFlags struct {
 	FakeAWS     bool
 	Emulator    string
 	TaskTimeout time.Duration
+	Progress    time.Duration
 }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
@@ -47,7 +48,9 @@ func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
 	cmd.Flags().StringVar(&f.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
 	cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
-	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries a failing cloud task before the command fails (and restores the state store)")
+	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries ONE failing cloud task before the command fails and restores the state store; it bounds each task, not the command (tasks that wait on each other can each take it)")
+	cmd.Flags().DurationVar(&f.Progress, "progress-interval", 30*time.Second, "while kops retries, print each still-failing task and its last error this often")
+	_ = cmd.Flags().MarkHidden("progress-interval")
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -70,7 +73,7 @@ func loadAWS(file string) (*definition.Loaded, error) {
 // is skipped (the definition is still validated, against the fake), otherwise
 // it is an error.
 func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams, specsOnly bool) (bootstrap.ApplyOptions, error) {
-	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out, TaskTimeout: f.TaskTimeout}
+	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out, TaskTimeout: f.TaskTimeout, Progress: f.Progress}
 	if f.FakeAWS && f.Emulator != "" {
 		return opts, fmt.Errorf("--fake-aws and --aws-emulator (or $%s) exclude each other", bootstrap.EmulatorEnv)
 	}

@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/cli/internal/streams"
+)
+
+type kubeconfigOptions struct {
+	File       string
+	State      string
+	Emulator   string
+	Admin      time.Duration
+	Kubeconfig string
+}
+
+func newKubeconfigCommand(s streams.Streams) *cobra.Command {
+	o := &kubeconfigOptions{}
+	cmd := &cobra.Command{
+		Use:   "kubeconfig -f FILE --state URL [--admin DURATION] [--kubeconfig PATH]",
+		Short: "Write a kubeconfig context for a cluster with a short-lived admin certificate",
+		Long: `Writes a context named after the cluster, as 'kops export kubecfg --admin'
+does: the API server's address, the cluster's CA certificates, and an admin
+client certificate (organization system:masters) valid for --admin, signed
+by the cluster's CA from the state store. The context becomes the current one.
+Nothing secret is printed; the CA's private key never leaves the state store
+and this process. Run it again when the certificate expires.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := loadAWS(o.File)
+			if err != nil {
+				return err
+			}
+			if err := (bootstrap.Env{Emulator: o.Emulator, Region: l.Region}).Setup(); err != nil {
+				return err
+			}
+			b, err := bootstrap.Kubeconfig(cmd.Context(), l.ClusterDefinition, bootstrap.KubeconfigOptions{StateStore: o.State, Admin: o.Admin})
+			if err != nil {
+				return err
+			}
+			po := clientcmd.NewDefaultPathOptions()
+			if o.Kubeconfig != "" {
+				po.LoadingRules.ExplicitPath = o.Kubeconfig
+			}
+			if err := b.WriteKubecfg(po); err != nil {
+				return fmt.Errorf("failed to write the kubeconfig %s: %w", po.GetDefaultFilename(), err)
+			}
+			until := "?"
+			if blk, _ := pem.Decode(b.ClientCert); blk != nil {
+				if cert, err := x509.ParseCertificate(blk.Bytes); err == nil {
+					until = fmt.Sprintf("%s, %s %s", cert.NotAfter.UTC().Format(time.RFC3339), cert.Subject.CommonName, strings.Join(cert.Subject.Organization, ","))
+				}
+			}
+			fmt.Fprintf(s.Out, "Wrote context %s to %s (server %s); admin certificate valid until %s.\nTry: kubectl --context %s get nodes\n",
+				b.Context, po.GetDefaultFilename(), b.Server, until, b.Context)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
+	cmd.Flags().StringVar(&o.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
+	cmd.Flags().StringVar(&o.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	cmd.Flags().DurationVar(&o.Admin, "admin", time.Hour, "lifetime of the admin client certificate")
+	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file to write (default $KUBECONFIG's first file, else ~/.kube/config)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
