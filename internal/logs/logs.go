@@ -8,9 +8,16 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync/atomic"
 
 	"k8s.io/klog/v2"
 )
+
+var quiet atomic.Bool
+
+// Quiet reports whether Setup discards the libraries' info and warning
+// logs (verbosity 0), so a caller that wants some of them must tap klog.
+func Quiet() bool { return quiet.Load() }
 
 // Setup configures klog for a command run.
 func Setup(verbosity int, stderr io.Writer) error {
@@ -27,6 +34,7 @@ func Setup(verbosity int, stderr io.Writer) error {
 			return fmt.Errorf("failed to set klog flag %s: %w", k, err)
 		}
 	}
+	quiet.Store(verbosity == 0)
 	if verbosity > 0 {
 		klog.SetOutput(stderr)
 	} else {
