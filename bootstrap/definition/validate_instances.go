@@ -95,6 +95,9 @@ func validateMinMax(p *field.Path, mm *MinMax) field.ErrorList {
 	return errs
 }
 
+// archLabel is the node label kubelet sets to the node's architecture.
+const archLabel = "kubernetes.io/arch"
+
 // validateGroupInstances checks a node group's instance settings.
 func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGroup) field.ErrorList {
 	errs := validateInstanceSettings(p, ig.InstanceMetadata, ig.RootVolume, d.volumeType(ig.RootVolume))
@@ -115,8 +118,15 @@ func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGro
 			if i > 0 {
 				fp = p.Child("mixedInstances", "instances").Index(i - 1)
 			}
-			errs = append(errs, field.Invalid(fp, t, fmt.Sprintf("an %s machine type in a group whose architecture is %s", a, arch)))
+			fix := fmt.Sprintf("add `architecture: %s` to the group", a)
+			if ig.Architecture != "" {
+				fix = fmt.Sprintf("use %s machine types only", arch)
+			}
+			errs = append(errs, field.Invalid(fp, t, fmt.Sprintf("an %s machine type in a group whose architecture is %s: %s", a, arch, fix)))
 		}
+	}
+	if l, ok := ig.Labels[archLabel]; ok && l != arch && ig.Architecture == "" && (l == ArchAMD64 || l == ArchARM64) {
+		errs = append(errs, field.Invalid(p.Child("labels").Key(archLabel), l, fmt.Sprintf("the group's architecture is %s (the default): add `architecture: %s` to the group", arch, l)))
 	}
 	if mi := ig.MixedInstances; mi != nil {
 		mp := p.Child("mixedInstances")
