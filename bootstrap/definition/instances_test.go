@@ -43,7 +43,7 @@ func TestInstanceSettingsRefused(t *testing.T) {
 		{"x86 type in an arm64 group's mix", group("  architecture: arm64\n  machineType: m7g.large\n  mixedInstances: {instances: [m7g.large, m6i.large]}\n"),
 			`instanceGroups[0].mixedInstances.instances[1]: Invalid value: "m6i.large": an amd64 machine type in a group whose architecture is arm64: use arm64 machine types only`},
 		{"arm64 label in a group without architecture", group("  labels: {kubernetes.io/arch: arm64}\n"),
-			`instanceGroups[0].labels[kubernetes.io/arch]: Invalid value: "arm64": the group's architecture is amd64 (the default): add ` + "`architecture: arm64`" + ` to the group`},
+			`instanceGroups[0].labels[kubernetes.io/arch]: Invalid value: "arm64": the group's architecture is amd64: add ` + "`architecture: arm64`" + ` to the group`},
 		{"unknown architecture", group("  architecture: riscv64\n"),
 			`instanceGroups[0].architecture: Unsupported value: "riscv64"`},
 		{"iops on gp2", group("  rootVolume: {type: gp2, iops: 4000}\n"),

@@ -95,6 +95,16 @@ func validateMinMax(p *field.Path, mm *MinMax) field.ErrorList {
 	return errs
 }
 
+// allArch reports whether every known machine type of types is of arch.
+func allArch(types []string, arch string) bool {
+	for _, t := range types {
+		if a := MachineArchitecture(t); a != "" && a != arch {
+			return false
+		}
+	}
+	return true
+}
+
 // archLabel is the node label kubelet sets to the node's architecture.
 const archLabel = "kubernetes.io/arch"
 
@@ -119,14 +129,14 @@ func validateGroupInstances(d *ClusterDefinition, p *field.Path, ig *InstanceGro
 				fp = p.Child("mixedInstances", "instances").Index(i - 1)
 			}
 			fix := fmt.Sprintf("add `architecture: %s` to the group", a)
-			if ig.Architecture != "" {
+			if !allArch(types, a) {
 				fix = fmt.Sprintf("use %s machine types only", arch)
 			}
 			errs = append(errs, field.Invalid(fp, t, fmt.Sprintf("an %s machine type in a group whose architecture is %s: %s", a, arch, fix)))
 		}
 	}
-	if l, ok := ig.Labels[archLabel]; ok && l != arch && ig.Architecture == "" && (l == ArchAMD64 || l == ArchARM64) {
-		errs = append(errs, field.Invalid(p.Child("labels").Key(archLabel), l, fmt.Sprintf("the group's architecture is %s (the default): add `architecture: %s` to the group", arch, l)))
+	if l, ok := ig.Labels[archLabel]; ok && l != arch && (l == ArchAMD64 || l == ArchARM64) {
+		errs = append(errs, field.Invalid(p.Child("labels").Key(archLabel), l, fmt.Sprintf("the group's architecture is %s: add `architecture: %s` to the group", arch, l)))
 	}
 	if mi := ig.MixedInstances; mi != nil {
 		mp := p.Child("mixedInstances")

@@ -54,7 +54,6 @@ const otherName = "other-aws.k8s.trellis.local"
 // with a second cluster whose create failed (and one interrupted) in the
 // same account and bucket.
 func TestIntegrationNewcomerLifecycle(t *testing.T) {
-	ctx := context.Background()
 	emu := awsemutest.Start(t)
 	proxy := awsemutest.Proxy(t, emu)
 	c := awsemu.NewClients(emu.URL, "us-east-1")
