@@ -112,10 +112,11 @@ func TestRenderPrintsKopsYAML(t *testing.T) {
 func TestCreateTwiceFails(t *testing.T) {
 	noAWS(t)
 	state := "file://" + filepath.Join(t.TempDir(), "state")
-	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/staging-us-west-2.yaml", "--state", state); code != 0 {
+	// prod: kops's fake cannot apply staging's warm pool.
+	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state, "--fake-aws", "--yes"); code != 0 {
 		t.Fatalf("first create: %s", stderr)
 	}
-	code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/staging-us-west-2.yaml", "--state", state)
+	code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state, "--fake-aws", "--yes")
 	if code == 0 || !strings.Contains(stderr, "already exists") {
 		t.Fatalf("second create: exit %d, stderr %s", code, stderr)
 	}
@@ -141,7 +142,7 @@ func TestIntegrationKopsCLIReadsStateStore(t *testing.T) {
 	kops := kopsBinary(t)
 	noAWS(t)
 	state := "file://" + filepath.Join(t.TempDir(), "state")
-	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state); code != 0 {
+	if code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state, "--fake-aws", "--yes"); code != 0 {
 		t.Fatalf("create: %s", stderr)
 	}
 	name := "prod-us-east-1.k8s.trellis.example"
@@ -168,10 +169,17 @@ func TestIntegrationKopsCLIReadsStateStore(t *testing.T) {
 func TestDiffAfterCreateWithFakeAWS(t *testing.T) {
 	noAWS(t)
 	state := "file://" + filepath.Join(t.TempDir(), "state")
-	def := "../../clusters/staging-us-west-2.yaml"
+	def := "../../clusters/prod-us-east-1.yaml" // kops's fake cannot apply staging's warm pool
 	code, out, stderr := run(t, "cluster", "create", "-f", def, "--state", state, "--fake-aws")
-	if code != 0 || !strings.Contains(out, "Dry run: pass --yes") {
-		t.Fatalf("create: exit %d\n%s\n%s", code, out, stderr)
+	if code != 0 || !strings.Contains(out, "Plan only: nothing was written") || !strings.Contains(out, "--state "+state+" --yes") {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if _, err := os.Stat(strings.TrimPrefix(state, "file://")); !os.IsNotExist(err) {
+		t.Fatalf("the plan wrote to the state store: %v", err)
+	}
+	code, out, stderr = run(t, "cluster", "create", "-f", def, "--state", state, "--fake-aws", "--yes")
+	if code != 0 || !strings.Contains(out, "applied.") {
+		t.Fatalf("create --yes after the plan: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(t, "cluster", "diff", "-f", def, "--state", state, "--fake-aws")
 	if code != 0 || !strings.Contains(out, "Spec: no changes.") {
