@@ -203,3 +203,35 @@ func TestIntegrationInstanceStoreMappings(t *testing.T) {
 		t.Errorf("the template's mappings: %+v; want /dev/sdc as ephemeral0 without Ebs, as written", m)
 	}
 }
+
+// Fix 11: deleting a subnet drops its route-table associations, so the
+// route table and then the VPC can be deleted (what `cluster delete` does).
+func TestIntegrationDeleteSubnetFreesRouteTable(t *testing.T) {
+	s := awsemutest.Start(t)
+	c := awsemu.NewClients(s.URL, "us-east-1")
+	ctx := context.Background()
+	v, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.5.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: v.Vpc.VpcId, CidrBlock: aws.String("10.5.0.0/24")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := c.EC2.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{VpcId: v.Vpc.VpcId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EC2.AssociateRouteTable(ctx, &ec2.AssociateRouteTableInput{RouteTableId: rt.RouteTable.RouteTableId, SubnetId: sub.Subnet.SubnetId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: sub.Subnet.SubnetId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EC2.DeleteRouteTable(ctx, &ec2.DeleteRouteTableInput{RouteTableId: rt.RouteTable.RouteTableId}); err != nil {
+		t.Fatalf("route table of a deleted subnet: %v, want it deletable", err)
+	}
+	if _, err := c.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: v.Vpc.VpcId}); err != nil {
+		t.Fatalf("VPC: %v", err)
+	}
+}

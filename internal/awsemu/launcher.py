@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + ten edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + eleven edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -21,11 +21,14 @@
 10 RunInstances from a launch template with instance-store mappings ({DeviceName, VirtualName:
   ephemeralN}, no Ebs: kops's g5, p5, m6id, c6id, i4i groups) launches, with EBS volumes for the
   Ebs mappings only, as AWS does (moto: KeyError 'Ebs'/HTTP 500 on every launch). The template
-  keeps the mappings as written."""
+  keeps the mappings as written.
+11 DeleteSubnet removes the subnet's route-table associations, as AWS does (moto: keeps them, so
+  the route table answers DependencyViolation forever and `cluster delete` never finishes)."""
 import collections, copy, ipaddress, random, sys
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import InstanceBackend
+from moto.ec2.models.subnets import SubnetBackend
 from moto.ec2.models import elastic_network_interfaces as enim
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
@@ -165,6 +168,15 @@ def run_instances(self, image_id, count, user_data, security_group_names, **kwar
         i.setup_defaults()
     return r
 InstanceBackend.run_instances = run_instances
+
+_delete_subnet = SubnetBackend.delete_subnet                                  # 11
+def delete_subnet(self, subnet_id):
+    s = _delete_subnet(self, subnet_id)
+    for rt in self.route_tables.values():
+        for a in [a for a, target in rt._associations.items() if target == subnet_id]:
+            del rt._associations[a]
+    return s
+SubnetBackend.delete_subnet = delete_subnet
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):

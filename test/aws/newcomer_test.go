@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"os"
 	"os/exec"
@@ -141,7 +142,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, secret := range caKeyMaterial(t, c, clusterName) {
-			if strings.Contains(r.out+r.stderr+string(file), secret) {
+			if strings.Contains(r.out+r.stderr+string(file)+string(user.ClientKeyData), secret) {
 				t.Fatalf("the CA's private key appears in the output or the kubeconfig")
 			}
 		}
@@ -324,8 +325,14 @@ func caKeyMaterial(t *testing.T, c *awsemu.Clients, cluster string) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, m := range regexp.MustCompile(`privateMaterial: (\S{40,})`).FindAllStringSubmatch(buf.String(), -1) {
-		out = append(out, m[1][:40])
+	for _, m := range regexp.MustCompile(`privateMaterial: (\S{300,})`).FindAllStringSubmatch(buf.String(), -1) {
+		// From the middle: every PEM key starts alike.
+		out = append(out, m[1][200:260])
+		if pemText, err := base64.StdEncoding.DecodeString(m[1]); err == nil {
+			if lines := strings.Split(string(pemText), "\n"); len(lines) > 5 {
+				out = append(out, lines[3])
+			}
+		}
 	}
 	if len(out) == 0 {
 		t.Fatalf("no private material in %s", key)
