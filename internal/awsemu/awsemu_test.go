@@ -204,7 +204,7 @@ func TestIntegrationInstanceStoreMappings(t *testing.T) {
 	}
 }
 
-// Fix 11: deleting a subnet drops its route-table associations, so the
+// Fixes 11 and 12: deleting a subnet drops its route-table associations, so the
 // route table and then the VPC can be deleted (what `cluster delete` does).
 func TestIntegrationDeleteSubnetFreesRouteTable(t *testing.T) {
 	s := awsemutest.Start(t)
@@ -231,7 +231,19 @@ func TestIntegrationDeleteSubnetFreesRouteTable(t *testing.T) {
 	if _, err := c.EC2.DeleteRouteTable(ctx, &ec2.DeleteRouteTableInput{RouteTableId: rt.RouteTable.RouteTableId}); err != nil {
 		t.Fatalf("route table of a deleted subnet: %v, want it deletable", err)
 	}
+	// Fix 12: the VPC's DHCP options set outlives it, as on AWS, and is
+	// deleted after it (kops's order).
+	d, err := c.EC2.CreateDhcpOptions(ctx, &ec2.CreateDhcpOptionsInput{DhcpConfigurations: []ec2types.NewDhcpConfiguration{{Key: aws.String("domain-name"), Values: []string{"x.internal"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EC2.AssociateDhcpOptions(ctx, &ec2.AssociateDhcpOptionsInput{DhcpOptionsId: d.DhcpOptions.DhcpOptionsId, VpcId: v.Vpc.VpcId}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: v.Vpc.VpcId}); err != nil {
 		t.Fatalf("VPC: %v", err)
+	}
+	if _, err := c.EC2.DeleteDhcpOptions(ctx, &ec2.DeleteDhcpOptionsInput{DhcpOptionsId: d.DhcpOptions.DhcpOptionsId}); err != nil {
+		t.Fatalf("DHCP options of a deleted VPC: %v, want them there to delete", err)
 	}
 }

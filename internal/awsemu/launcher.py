@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + eleven edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + twelve edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -23,12 +23,15 @@
   Ebs mappings only, as AWS does (moto: KeyError 'Ebs'/HTTP 500 on every launch). The template
   keeps the mappings as written.
 11 DeleteSubnet removes the subnet's route-table associations, as AWS does (moto: keeps them, so
-  the route table answers DependencyViolation forever and `cluster delete` never finishes)."""
+  the route table answers DependencyViolation forever and `cluster delete` never finishes).
+12 DeleteVpc leaves the VPC's DHCP options set, as AWS does (moto deletes it, and kops's deleter,
+  which deletes it after the VPC, got InvalidDhcpOptionID.NotFound, a code it does not know, forever)."""
 import collections, copy, ipaddress, random, sys
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import InstanceBackend
 from moto.ec2.models.subnets import SubnetBackend
+from moto.ec2.models.vpcs import VPCBackend
 from moto.ec2.models import elastic_network_interfaces as enim
 from moto.autoscaling import models as asgm
 from moto.autoscaling.exceptions import ValidationError
@@ -177,6 +180,16 @@ def delete_subnet(self, subnet_id):
             del rt._associations[a]
     return s
 SubnetBackend.delete_subnet = delete_subnet
+
+_delete_vpc = VPCBackend.delete_vpc                                            # 12
+def delete_vpc(self, vpc_id):
+    vpc = self.vpcs.get(vpc_id)
+    d = vpc.dhcp_options if vpc is not None else None
+    r = _delete_vpc(self, vpc_id)
+    if d is not None and d.id not in self.dhcp_options_sets:
+        self.dhcp_options_sets[d.id] = d
+    return r
+VPCBackend.delete_vpc = delete_vpc
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):
