@@ -50,7 +50,12 @@ type Drove struct {
 // created, or one deleted), two reads (a pod got) and one list.
 var mix = [5]byte{'m', 'r', 'm', 'r', 'l'}
 
-// Run drives every tenant until its Days end or ctx ends.
+// Run drives every tenant in real time until its Days end or ctx ends:
+// the requests of virtual hour h are those paced into wall time
+// [Start+h·Hour, Start+(h+1)·Hour), so the hour a request lands in, as
+// the apiserver counts it and Prometheus scrapes it, depends on the
+// machine keeping up (the full recording, on a machine to itself). Step
+// is the same shapes with no clock.
 func (d *Driver) Run(ctx context.Context) (Drove, error) {
 	clk := d.Clock
 	if clk == nil {
@@ -87,15 +92,7 @@ func (d *Driver) Run(ctx context.Context) (Drove, error) {
 		}()
 	}
 	wg.Wait()
-	for _, r := range results {
-		is := make([]int, hours)
-		for h := range is {
-			is[h] = int(r.issued[h].Load())
-		}
-		out.Issued[r.Name] = is
-		out.Failed[r.Name] = int(r.failed.Load())
-		out.Dropped[r.Name] = r.dropped
-	}
+	collect(&out, results, hours)
 	return out, nil
 }
 

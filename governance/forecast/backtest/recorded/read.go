@@ -19,8 +19,8 @@ import (
 // by flow schema: the tenants' request rates are read from it.
 const Dispatched = "apiserver_flowcontrol_dispatched_requests_total"
 
-// Read returns each tenant's request rate (requests per second of wall
-// time, all verb classes) in every virtual hour of a recording that began
+// Read returns each tenant's request rate (requests per second of the
+// samples' timeline, all verb classes) in every virtual hour of a recording that began
 // at start, as hourly series from VirtualStart. It reads the counter's raw
 // samples from Prometheus, takes its value at each hour's boundaries by
 // linear interpolation between the samples around them, and sums the
@@ -31,9 +31,10 @@ func Read(ctx context.Context, url string, start time.Time, hour time.Duration, 
 		return nil, fmt.Errorf("prometheus %s: %w", url, err)
 	}
 	end := start.Add(time.Duration(hours) * hour)
-	// From a minute before the start, so that every counter's value at
-	// the first boundary is known.
-	window := end.Sub(start) + time.Minute
+	// Evaluated an hour after the end (the last hour's late scrapes), from
+	// a minute before the start, so that every counter's value at the
+	// first boundary is known, whatever an hour lasts.
+	window := end.Sub(start) + hour + time.Minute
 	q := fmt.Sprintf(`%s{flow_schema=~"%s.+"}[%dms]`, Dispatched, apfplan.Prefix, window.Milliseconds())
 	v, _, err := promv1.NewAPI(c).Query(ctx, q, end.Add(hour))
 	if err != nil {

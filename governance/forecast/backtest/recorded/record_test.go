@@ -36,21 +36,18 @@ const RecordingFile = "testdata/recording.json"
 
 const scrape = 250 * time.Millisecond
 
-// TestIntegrationRecord drives the tenants' shapes into a real
-// kube-apiserver (with the trellis-flowcontrol addon and a flow schema per
-// tenant and verb class, as `quota plan --api` applies them), has a real
-// Prometheus scrape its dispatched-requests counter every 250 ms, and reads
-// each tenant's hourly request rate back. Every tenant's recorded rate
-// must match the requests its driver sent, hour by hour: the recording is
-// what happened, not what was meant. `make test` records 2 virtual days;
-// RECORD_FULL=1 (`make backtest-recorded`) records 42 and writes them to
-// testdata/recording.json for TestBacktestRecorded.
-func TestIntegrationRecord(t *testing.T) {
-	days, full := 2, os.Getenv("RECORD_FULL") == "1"
-	if full {
-		days = recorded.FullDays
-	}
-	const hour = time.Second
+// tenantsPlane is a real kube-apiserver with the trellis-flowcontrol addon
+// and a flow schema per tenant and verb class (as `quota plan --api`
+// applies them), every tenant's requests classified into its own, and a
+// client per tenant through its own service account.
+type tenantsPlane struct {
+	cp      *cluster.ControlPlane
+	tenants []recorded.Tenant
+	clients map[string]kubernetes.Interface
+}
+
+func startTenantsPlane(t *testing.T) tenantsPlane {
+	t.Helper()
 	cp := cluster.Start(t, cluster.Options{})
 	ctx := context.Background()
 	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
@@ -83,6 +80,108 @@ func TestIntegrationRecord(t *testing.T) {
 	if err := loadtest.AwaitClassified(ctx, cp.Client, cfgs, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	return tenantsPlane{cp: cp, tenants: tenants, clients: clients}
+}
+
+// TestIntegrationRecord is make test's recording, stamped: the tenants'
+// shapes (2 virtual days) drive a real kube-apiserver hour by hour with no
+// clock (Driver.Step); after each hour's requests are all answered, the
+// apiserver's own dispatched-requests counters are read and stamped with
+// the hour's end; promtool backfills a real Prometheus with those samples,
+// and each tenant's hourly series is read back from it by Read, as the
+// real-time recording reads its scrapes. Every hour of every tenant must
+// hold exactly the requests the driver sent in it: the apiserver's
+// classification, its counters, the backfill and Read are all exact when
+// the samples say which hour they stand for, and a busy machine only makes
+// the run longer. The real-time recording, whose rates depend on the
+// machine keeping up, is TestIntegrationRecordRealTime (make
+// backtest-recorded, on a machine to itself).
+func TestIntegrationRecord(t *testing.T) {
+	const days = 2
+	tp := startTenantsPlane(t)
+	ctx := context.Background()
+	metrics := tp.cp.Client.CoreV1().RESTClient()
+	var scrapes []recorded.Scrape
+	d := recorded.Driver{Tenants: tp.tenants, Clients: tp.clients, Hour: time.Second, Days: days, Seed: 1}
+	began := time.Now()
+	drove, err := d.Step(ctx, func(ctx context.Context, done int) error {
+		s, err := recorded.ReadCounters(ctx, metrics, recorded.VirtualStart.Add(time.Duration(done)*time.Hour))
+		scrapes = append(scrapes, s)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stepped %d virtual days in %s (a log, not a bound)", days, time.Since(began).Round(time.Millisecond))
+	url := prom.Start(t, prom.Backfill(t, recorded.OpenMetrics(scrapes)), "")
+	series, err := recorded.Read(ctx, url, recorded.VirtualStart, time.Hour, days*24)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tenant\tsent\trecorded\thours exact\tfailed\t")
+	for _, tn := range tp.tenants {
+		sent := drove.Issued[tn.Name]
+		var issued, total int
+		for _, n := range sent {
+			issued += n
+		}
+		s, ok := series[tn.Name]
+		if !ok {
+			t.Errorf("Prometheus has no dispatched requests for %s", tn.Name)
+			continue
+		}
+		exact := 0
+		for h, n := range sent {
+			// Read's rate is per second of a virtual hour.
+			got := s.Values[h] * time.Hour.Seconds()
+			if math.IsNaN(got) {
+				t.Errorf("%s hour %d: sent %d, Prometheus has no samples around it", tn.Name, h, n)
+				continue
+			}
+			total += int(math.Round(got))
+			if math.Abs(got-float64(n)) < 1e-6 {
+				exact++
+			} else {
+				t.Errorf("%s hour %d: sent %d requests, Prometheus recorded %.2f", tn.Name, h, n, got)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d\t\n", tn.Name, issued, total, exact, len(sent), drove.Failed[tn.Name])
+		if f := drove.Failed[tn.Name]; f > 0 {
+			t.Errorf("%s: %d of %d requests failed: the apiserver answered them with errors", tn.Name, f, issued)
+		}
+		switch {
+		case float64(days) <= tn.From && issued != 0:
+			t.Errorf("%s starts on day %g: sent %d in %d days, want none", tn.Name, tn.From, issued, days)
+		case float64(days) > tn.From && issued == 0:
+			t.Errorf("%s: sent nothing", tn.Name)
+		}
+	}
+	tw.Flush()
+}
+
+// TestIntegrationRecordRealTime is the full recording (RECORD_FULL=1, make
+// backtest-recorded; 17 minutes on a machine to itself): 42 virtual days
+// driven in real time, an hour a second, into the same apiserver setup,
+// with a real Prometheus scraping its dispatched-requests counter every
+// 250 ms, and each tenant's hourly request rate read back. The recording
+// is what happened, not what was meant: every tenant's recorded rate must
+// match the requests its driver sent, hour by hour, within 10% (or 3
+// requests) for 95% of the hours. Those rates are what the machine
+// managed to send in each second, so the check holds only on a machine
+// with nothing else running: make test runs the stamped recording
+// (TestIntegrationRecord) instead. It writes testdata/recording.json for
+// TestBacktestRecorded.
+func TestIntegrationRecordRealTime(t *testing.T) {
+	if os.Getenv("RECORD_FULL") != "1" {
+		t.Skip("the real-time recording runs with RECORD_FULL=1 (make backtest-recorded), on a machine to itself")
+	}
+	days := recorded.FullDays
+	const hour = time.Second
+	tp := startTenantsPlane(t)
+	cp, tenants := tp.cp, tp.tenants
+	ctx := context.Background()
 
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(ca, cp.Config.CAData, 0o644); err != nil {
@@ -98,7 +197,7 @@ func TestIntegrationRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := recorded.Driver{Tenants: tenants, Clients: clients, Hour: hour, Days: days, Seed: 1}
+	d := recorded.Driver{Tenants: tenants, Clients: tp.clients, Hour: hour, Days: days, Seed: 1}
 	began := time.Now()
 	drove, err := d.Run(ctx)
 	if err != nil {
@@ -138,13 +237,6 @@ func TestIntegrationRecord(t *testing.T) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d of %d\t%d\t%d\t\n", tn.Name, r.Issued, total, within, active, r.Failed, r.Dropped)
-		if float64(days) <= tn.From {
-			// A tenant that has not started: nothing sent, nothing recorded.
-			if r.Issued != 0 || total != 0 {
-				t.Errorf("%s starts on day %g: sent %d, recorded %.0f in %d days, want none", tn.Name, tn.From, r.Issued, total, days)
-			}
-			continue
-		}
 		if r.Issued == 0 {
 			t.Errorf("%s: sent nothing", tn.Name)
 			continue
@@ -153,23 +245,18 @@ func TestIntegrationRecord(t *testing.T) {
 			t.Errorf("%s: Prometheus recorded %.0f requests, the driver sent %d: want within 2%%", tn.Name, total, r.Issued)
 		}
 		if within < active*95/100 {
-			t.Errorf("%s: %d of %d hours recorded within 10%% of what was sent, want 95%%", tn.Name, within, active)
+			t.Errorf("%s: %d of %d hours recorded within 10%% of what was sent, want 95%% (is anything else running on this machine?)", tn.Name, within, active)
 		}
-		// The full recording must be what the shapes asked for; beside
-		// make test's other packages a short one may lose a few requests
-		// to a busy machine without the pipeline being wrong.
-		if (full && (r.Failed > 0 || r.Dropped > r.Issued/100)) || r.Failed+r.Dropped > r.Issued/20 {
+		if r.Failed > 0 || r.Dropped > r.Issued/100 {
 			t.Errorf("%s: %d requests failed and %d were dropped (workers busy) of %d: the apiserver did not keep up", tn.Name, r.Failed, r.Dropped, r.Issued)
 		}
 	}
 	tw.Flush()
-	if full {
-		if err := rec.Save(RecordingFile); err != nil {
-			t.Fatal(err)
-		}
-		if err := backtest.Print(os.Stdout, backtest.ScoreCases(rec.Config(), rec.Cases(), backtest.Planners())); err != nil {
-			t.Fatal(err)
-		}
+	if err := rec.Save(RecordingFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := backtest.Print(os.Stdout, backtest.ScoreCases(rec.Config(), rec.Cases(), backtest.Planners())); err != nil {
+		t.Fatal(err)
 	}
 }
 
