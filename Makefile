@@ -61,6 +61,12 @@ test: test-deps tools ## Unit and integration tests (real etcd, kube-apiserver, 
 	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v '/fleet/localfleet$$')
 	$(GO) test $(GOTEST_FLAGS) $(FLEET_PKG)
 
+.PHONY: test-loaded
+# The hogs run at the tests' own priority and stop when the script exits
+# (trap on EXIT); the log and the docs table's row go to _output/test-loaded.
+test-loaded: ## Run make test (-count=1) with one CPU hog per core beside it (hack/cpuhog; HOGS=n for another number), as on a machine busy with the local cluster
+	./hack/test-loaded.sh
+
 .PHONY: test-unit
 test-unit: ## Unit tests only (no tools needed)
 	$(GO) test $(GOTEST_FLAGS) -skip '^TestIntegration' ./...
