@@ -136,8 +136,10 @@ func total(calls map[string]int) int {
 }
 
 // 500 pods started and deleted by 4 workers: no address given twice, none
-// leaked, the warm pool answers (p99 under 100 ms) and EC2 sees at most one
-// call per pod on average.
+// leaked, and EC2 sees at most one call per pod on average. The warm
+// pool's latency target (assign p99 under 100 ms) is BenchmarkPoolChurn's
+// (make bench): a wall-clock percentile fails on a loaded machine without
+// the pool being wrong (docs/design/testing-under-load.md).
 func TestIntegrationPoolChurn(t *testing.T) {
 	e := newEnv(t, "m5.large")
 	p := e.open(e.config())
@@ -158,15 +160,17 @@ func TestIntegrationPoolChurn(t *testing.T) {
 	if perPod := float64(r.ec2Calls) / float64(r.pods); perPod > 1 {
 		t.Errorf("%.2f EC2 calls per pod, want at most 1", perPod)
 	}
-	if p99 := r.quantile(0.99); p99 > 100*time.Millisecond {
-		t.Errorf("assign p99 %s with a warm pool, want under 100ms", p99)
-	}
 }
+
+// warmP99Target is the warm pool's assign latency target, checked by
+// BenchmarkPoolChurn on a machine to itself (make bench).
+const warmP99Target = 100 * time.Millisecond
 
 // BenchmarkPoolChurn prints assign latency and EC2 calls per pod with a
 // warm pool (the default: an ENI's worth of free addresses, 4 workers) beside a cold one (none
 // kept and emptied before each pod, 1 worker: every pod waits on EC2),
-// against the AWS API emulator.
+// against the AWS API emulator. The warm pool's p99 must meet
+// warmP99Target.
 func BenchmarkPoolChurn(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -188,6 +192,9 @@ func BenchmarkPoolChurn(b *testing.B) {
 			b.ReportMetric(float64(r.quantile(0.99).Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(r.ec2Calls)/float64(r.pods), "ec2-calls/pod")
 			b.Logf("%s pool: %s", c.name, r)
+			if p99 := r.quantile(0.99); c.warm >= 0 && p99 > warmP99Target {
+				b.Errorf("assign p99 %s with a warm pool, want under %s", p99, warmP99Target)
+			}
 		})
 	}
 }
