@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -62,6 +63,9 @@ type Config struct {
 	// ProfileRolloutInterval (default 10 per minute).
 	ProfileRolloutBatch    int
 	ProfileRolloutInterval time.Duration
+	// Clock paces the profile rollout's batches (default the real clock;
+	// tests hold a fake one still and step it an interval at a time).
+	Clock clock.PassiveClock
 	// Webhook, when set, serves the admission webhook over TLS.
 	Webhook *WebhookConfig
 	// DaemonNamespaces may run TrellisDaemons (default trellis-system, kube-system).
@@ -92,6 +96,9 @@ func (c *Config) defaults() {
 	}
 	if c.ProfileRolloutInterval == 0 {
 		c.ProfileRolloutInterval = time.Minute
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.DaemonNamespaces == nil {
 		c.DaemonNamespaces = trellisdaemon.DefaultNamespaces
@@ -180,7 +187,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 	}
 	profiles := &ProfileRollout{
 		Cache: mgr.GetCache(), Client: mgr.GetClient(),
-		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: time.Now,
+		Batch: cfg.ProfileRolloutBatch, Interval: cfg.ProfileRolloutInterval, Now: cfg.Clock.Now,
 	}
 	env := workload.Env{
 		Clients: workload.Clients{Client: mgr.GetClient(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader()},

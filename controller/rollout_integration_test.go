@@ -9,8 +9,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
@@ -20,7 +22,10 @@ import (
 
 // TestIntegrationProfileRollout changes the runtime profile under six
 // running TrellisServices: they move to the new revision two at a time, one
-// batch per interval, never all at once.
+// batch per interval of the controller's clock, never all at once. The
+// clock is a fake the test holds still and steps an interval at a time, so
+// a slow machine delays the batches but cannot merge them (an observer's
+// wall-clock window failed when its polls ran late).
 func TestIntegrationProfileRollout(t *testing.T) {
 	cp, c := startPlane(t, cluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -32,8 +37,11 @@ func TestIntegrationProfileRollout(t *testing.T) {
 	if err := c.Create(ctx, profile); err != nil {
 		t.Fatal(err)
 	}
-	const interval = 4 * time.Second
-	mgr, err := controller.New(cp.Config, controller.Config{SkipNameValidation: true, ProfileRolloutBatch: 2, ProfileRolloutInterval: interval})
+	// The controller requeues a refused workload after what is left of
+	// the interval on its clock: 2 s of wall time while the clock stands.
+	const interval = 2 * time.Second
+	fc := clocktesting.NewFakePassiveClock(time.Now())
+	mgr, err := controller.New(cp.Config, controller.Config{SkipNameValidation: true, ProfileRolloutBatch: 2, ProfileRolloutInterval: interval, Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,37 +67,44 @@ func TestIntegrationProfileRollout(t *testing.T) {
 		n, err := revisions(ctx)
 		return n["r1"] == 6, err
 	})
-	time.Sleep(time.Second) // statuses record r1
+	// Every status records r1 (a workload with none takes the new
+	// profile at once, as a new one does).
+	e.eventually("six statuses on r1", 30*time.Second, func(ctx context.Context) (bool, error) {
+		l := &v1alpha1.TrellisServiceList{}
+		if err := c.List(ctx, l, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, ts := range l.Items {
+			if ts.Status.RuntimeProfile == "r1" {
+				n++
+			}
+		}
+		return n == 6, nil
+	})
 
 	profile.Data[inject.ProfileKey] = "revision: r2\nimages: {traffic: trellis/traffic:2}\n"
 	if err := c.Update(ctx, profile); err != nil {
 		t.Fatal(err)
 	}
-	// The first batch moves; within most of an interval no more than one
-	// batch (two) does.
-	var first time.Time
-	e.eventually("the first batch", 30*time.Second, func(ctx context.Context) (bool, error) {
-		n, err := revisions(ctx)
-		if n["r2"] > 0 {
-			first = time.Now()
+	// One batch per interval of the controller's clock: with the clock
+	// held, exactly two move, and stay two while the others are refused
+	// and requeued (at least twice over, 3 intervals of wall time); each
+	// step of an interval lets two more.
+	for want := 2; want <= 6; want += 2 {
+		e.eventually(fmt.Sprintf("%d deployments on r2", want), 30*time.Second, func(ctx context.Context) (bool, error) {
+			n, err := revisions(ctx)
+			return n["r2"] >= want, err
+		})
+		for held := time.Now(); want < 6 && time.Since(held) < 3*interval; time.Sleep(100 * time.Millisecond) {
+			n, err := revisions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n["r2"] != want {
+				t.Fatalf("%d deployments on r2 with the clock held after %d batches of 2, want %d (%v)", n["r2"], want/2, want, n)
+			}
 		}
-		return n["r2"] > 0, err
-	})
-	for time.Since(first) < interval*8/10 {
-		n, err := revisions(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n["r2"] > 2 {
-			t.Fatalf("%d deployments on r2 within the first interval, want at most 2 (%v)", n["r2"], n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.eventually("all on r2", 60*time.Second, func(ctx context.Context) (bool, error) {
-		n, err := revisions(ctx)
-		return n["r2"] == 6, err
-	})
-	if took := time.Since(first); took < interval*3/2 {
-		t.Errorf("all six moved %s after the first: faster than three batches of two at one batch per %s", took, interval)
+		fc.SetTime(fc.Now().Add(interval))
 	}
 }
