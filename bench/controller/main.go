@@ -200,6 +200,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	bundled := time.Since(start)
+	bundleStart, bundleEnd := start, time.Now()
 	cpuB1 := sampleCPU(cp)
 	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), created.Seconds())
 	if podsExpected() {
@@ -258,7 +259,12 @@ func run(n, workers int, dir string) error {
 	}
 	fmt.Printf("apiserver writes in each phase, all clients: native %d (%.1f per Deployment, %.0f/s), trellis %d (%.1f per TrellisService, %.0f/s); write ratio %.2f\n",
 		nw, float64(nw)/float64(n), float64(nw)/native.Seconds(), tw, float64(tw)/float64(n), float64(tw)/trellis.Seconds(), float64(tw)/float64(nw))
+	_, bundleWrites, err := writes(cp, bundleStart, bundleEnd)
+	if err != nil {
+		return err
+	}
 	printWrites("native phase writes", nativeWrites, n)
+	printWrites("bundle phase writes", bundleWrites, n)
 	printWrites("trellis phase writes", trellisWrites, n)
 
 	// Let the Deployment controller's status updates settle, then count the
@@ -270,6 +276,18 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	printCounts("controller requests during creation (until settled)", evs, n)
+	// Each phase's window runs until the next phase starts (the trellis
+	// phase's until now), so every status update of a phase is counted.
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+	}{{"native", nativeStart, bundleStart}, {"bundle", bundleStart, start}, {"trellis", start, settled}} {
+		ok, conflicts, err := deploymentStatusUpdates(cp, ph.from, ph.to)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("deployment-controller status updates per Deployment until settled, %-7s: %.2f (%.2f more lost a conflict)\n", ph.name, float64(ok)/float64(n), float64(conflicts)/float64(n))
+	}
 	var lastCreate, firstStatus time.Time
 	for _, e := range evs {
 		if e.Verb == "create" && e.Received.After(lastCreate) {
@@ -306,10 +324,31 @@ func writes(cp *controlplane.ControlPlane, from, to time.Time) (int, map[string]
 	for _, e := range evs {
 		if loadtest.MutatingVerbs[e.Verb] {
 			n++
-			byClient[fmt.Sprintf("%-28s %-7s %s", loadtest.ClientName(e.UserAgent), e.Verb, e.Resource())]++
+			byClient[fmt.Sprintf("%-28s %-7s %s %d", loadtest.ClientName(e.UserAgent), e.Verb, e.Resource(), e.Code())]++
 		}
 	}
 	return n, byClient, nil
+}
+
+// deploymentStatusUpdates counts kube-controller-manager's Deployment
+// status updates received in [from, to): those that succeeded and those
+// that lost a conflict.
+func deploymentStatusUpdates(cp *controlplane.ControlPlane, from, to time.Time) (ok, conflicts int, err error) {
+	evs, err := cp.ReadAudit("", from, to)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range evs {
+		if e.Verb != "update" || e.Resource() != "deployments/status" || !strings.Contains(e.UserAgent, "deployment-controller") {
+			continue
+		}
+		if e.Code() == 409 {
+			conflicts++
+		} else {
+			ok++
+		}
+	}
+	return ok, conflicts, nil
 }
 
 func printWrites(title string, byClient map[string]int, n int) {

@@ -22,6 +22,19 @@ type AuditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	// ResponseStatus carries the HTTP code: a 409 is a write that lost a
+	// conflict and will be retried.
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// Code is the request's HTTP status code, 0 when the log has none.
+func (e AuditEvent) Code() int {
+	if e.ResponseStatus == nil {
+		return 0
+	}
+	return e.ResponseStatus.Code
 }
 
 // Resource is the resource (and subresource) a request was about.
