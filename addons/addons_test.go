@@ -173,7 +173,7 @@ func TestIntegrationApply(t *testing.T) {
 	for _, c := range changes {
 		diff = append(diff, c.Op+" "+c.Key)
 	}
-	if got := strings.Join(diff, "; "); got != "update Deployment trellis-system/trellis-cert-issuer; update DaemonSet trellis-system/trellis-cert-agent" {
+	if got := strings.Join(diff, "; "); got != "update Deployment trellis-system/trellis-cert-issuer; update DaemonSet trellis-system/trellis-cert-agent; update Deployment trellis-system/trellis-gateway" {
 		t.Errorf("diff after changing the trust domain: %s", got)
 	}
 	res, err = a.Apply(ctx, rendered)
@@ -186,8 +186,9 @@ func TestIntegrationApply(t *testing.T) {
 			applied = append(applied, r.Addon)
 		}
 	}
-	if strings.Join(applied, " ") != "trellis-cert-issuer trellis-cert-agent" {
-		t.Errorf("after changing the trust domain, applied %v; want the issuer and the agent only", applied)
+	// The gateway checks callers' SPIFFE IDs against the trust domain.
+	if strings.Join(applied, " ") != "trellis-cert-issuer trellis-cert-agent trellis-gateway" {
+		t.Errorf("after changing the trust domain, applied %v; want the issuer, the agent and the gateway only", applied)
 	}
 	d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, "trellis-cert-issuer", metav1.GetOptions{})
 	if err != nil || !strings.Contains(strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "), "--trust-domain=other.example") {
