@@ -29,15 +29,12 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns := r.PathValue("namespace")
-	ks, ok := q.kinds(r.URL.Query().Get("kind"))
+	ks, ok := q.authorizedKinds(ns, "list")
 	if !ok {
 		return
 	}
 	out := api.WorkloadList{Items: []api.Workload{}}
 	for _, k := range ks {
-		if !q.authorize(ns, k.Resource, "list") {
-			return
-		}
 		l := k.NewList()
 		if err := g.cache.List(r.Context(), l, client.InNamespace(ns)); err != nil {
 			q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
@@ -105,6 +102,22 @@ func (g *Gateway) eventsOf(w http.ResponseWriter, r *http.Request) {
 }
 
 // kinds resolves the kind= query (all kinds when empty) or answers 404.
+// authorizedKinds is the kinds the request's ?kind= names (all six when
+// none), each of which the caller may verb in namespace; false when a kind
+// is unknown or refused (the answer is written).
+func (q *request) authorizedKinds(namespace, verb string) ([]workloadKind, bool) {
+	ks, ok := q.kinds(q.r.URL.Query().Get("kind"))
+	if !ok {
+		return nil, false
+	}
+	for _, k := range ks {
+		if !q.authorize(namespace, k.Resource, verb) {
+			return nil, false
+		}
+	}
+	return ks, true
+}
+
 func (q *request) kinds(kind string) ([]workloadKind, bool) {
 	if kind == "" {
 		return kinds, true

@@ -23,14 +23,9 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns := r.PathValue("namespace")
-	ks, ok := q.kinds(r.URL.Query().Get("kind"))
+	ks, ok := q.authorizedKinds(ns, "watch")
 	if !ok {
 		return
-	}
-	for _, k := range ks {
-		if !q.authorize(ns, k.Resource, "watch") {
-			return
-		}
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
