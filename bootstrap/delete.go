@@ -101,6 +101,7 @@ func Delete(ctx context.Context, def *definition.ClusterDefinition, opts DeleteO
 		if interval == 0 {
 			interval = 10 * time.Second
 		}
+		fmt.Fprintf(out, "Deleting %d cloud resources of %s (up to %s)...\n", len(owned), c.Name, wait)
 		if err := resourceops.DeleteResources(cloud, owned, 0, interval, wait); err != nil {
 			return plan, fmt.Errorf("failed to delete the cloud resources of %s (the state store is kept; run the command again): %w", c.Name, err)
 		}

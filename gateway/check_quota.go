@@ -67,7 +67,7 @@ func replicas(r *int32) int32 {
 // sum and any one init container's.
 func podDemand(spec *corev1.PodSpec) corev1.ResourceList {
 	sum := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
-	var initMax corev1.ResourceList = corev1.ResourceList{}
+	initMax := corev1.ResourceList{}
 	each := func(c corev1.Container, into corev1.ResourceList, maxOnly bool) {
 		for _, r := range []struct {
 			name corev1.ResourceName

@@ -109,7 +109,7 @@ spec:
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := tc.c.Submit(ctx, tc.body, gwclient.SubmitOptions{})
-				refused(t, err, tc.code, tc.want...)
+				_ = refused(t, err, tc.code, tc.want...)
 				e.nothingWritten(tc.resource, tc.ns, tc.obj)
 			})
 		}
@@ -145,7 +145,7 @@ spec:
 		})
 		for name, sig := range map[string]string{"unsigned": "", "wrong key": wrong, "changed after signing": tampered} {
 			_, err := ci.Submit(ctx, body, gwclient.SubmitOptions{Signature: sig})
-			refused(t, err, 422, "[signature]")
+			_ = refused(t, err, 422, "[signature]")
 			e.nothingWritten("trellisservices", "team-a", "signed")
 			t.Logf("%s: refused", name)
 		}
@@ -189,7 +189,7 @@ spec:
 		}
 		// The same id with another body is a conflict, and writes nothing.
 		_, err = ci.Submit(ctx, service("web-0", replicas(3)), gwclient.SubmitOptions{ID: "build-web-0"})
-		refused(t, err, 409, "was used for a different body")
+		_ = refused(t, err, 409, "was used for a different body")
 		after, err := e.dyn.Resource(v1alpha1.GroupVersion.WithResource("trellisservices")).Namespace("team-a").Get(ctx, "web-0", metav1.GetOptions{})
 		must(t, err)
 		if after.GetResourceVersion() != u.GetResourceVersion() {
@@ -218,7 +218,7 @@ spec:
 		burst := e.pod("team-a", "burst")
 		for i := range 100 {
 			_, err := burst.Submit(ctx, []byte("not: [yaml"), gwclient.SubmitOptions{})
-			refused(t, err, 400)
+			_ = refused(t, err, 400)
 			_ = i
 		}
 		_, err := burst.Submit(ctx, service("late"), gwclient.SubmitOptions{})
@@ -333,7 +333,7 @@ func TestIntegrationAuthorizationMatrix(t *testing.T) {
 				if denied == want {
 					t.Errorf("%s %s in %s: allowed=%v, want %v (err %v)", caller, verb, ns, !denied, want, err)
 				}
-				if !denied && err != nil && !(errors.As(err, &ge) && ge.Code == http.StatusNotFound) {
+				if !denied && err != nil && (!errors.As(err, &ge) || ge.Code != http.StatusNotFound) {
 					t.Errorf("%s %s in %s: %v", caller, verb, ns, err)
 				}
 			}

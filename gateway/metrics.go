@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 type metrics struct {
@@ -26,6 +27,6 @@ func newMetrics() *metrics {
 		}, []string{"action"}),
 	}
 	m.registry.MustRegister(m.requests, m.submissions, m.latency,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

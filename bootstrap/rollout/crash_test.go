@@ -187,8 +187,8 @@ func (r *childRun) wait(timeout time.Duration) (killed bool, err error) {
 	case err = <-errc:
 	case <-time.After(timeout):
 		_ = r.cmd.Process.Kill()
-		<-errc
-		return false, fmt.Errorf("still running after %s", timeout)
+		werr := <-errc
+		return false, fmt.Errorf("still running after %s (killed: %v)", timeout, werr)
 	}
 	r.took = time.Since(r.began)
 	close(r.done)
