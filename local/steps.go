@@ -26,6 +26,7 @@ func (u *up) steps() []Step {
 		{Name: "images", Execute: u.loadImages},
 		{Name: "addons", Execute: u.applyAddons},
 		{Name: "fleet kubeconfig", Execute: u.fleetKubeconfig},
+		{Name: "gateway context", Execute: u.gatewayContext},
 	}
 }
 

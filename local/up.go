@@ -47,6 +47,10 @@ type Options struct {
 	// 5443`. Up without Fleet on the same cluster prunes them.
 	Fleet           bool
 	FleetKubeconfig string
+	// GatewayContext, when set, is where the gateway context file for
+	// `trellis submit` and `trellis workloads` is written (see
+	// GatewayContext), with the CA and a dev token beside it.
+	GatewayContext string
 	// Log receives the details; Out the addon applier's lines.
 	Log *slog.Logger
 	Out io.Writer
@@ -79,6 +83,8 @@ type Result struct {
 	NodeImage  string
 	// FleetKubeconfig is where the fleet's kubeconfig was written (Fleet).
 	FleetKubeconfig string
+	// Gateway are the gateway context's files (Options.GatewayContext).
+	Gateway *GatewayContextFiles
 	// Created is false when an existing cluster was reused.
 	Created bool
 	// Steps are the steps run, in order, with their durations.
@@ -137,6 +143,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 	if o.Fleet {
 		res.FleetKubeconfig = o.FleetKubeconfig
 	}
+	res.Gateway = u.gatewayFiles
 	return res, nil
 }
 
@@ -173,4 +180,6 @@ type up struct {
 	created  bool
 	rest     *rest.Config
 	client   kubernetes.Interface
+	// gatewayFiles are the gateway context's files, once written.
+	gatewayFiles *GatewayContextFiles
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/gateway/client"
 	"github.com/trellis-dev/trellis/internal/versions"
 	trellislocal "github.com/trellis-dev/trellis/local"
 	"github.com/trellis-dev/trellis/local/kindcluster"
@@ -83,6 +84,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	upCmd.Flags().BoolVar(&up.retain, "retain", false, "keep the nodes of a failed create, to debug it")
 	upCmd.Flags().DurationVar(&up.wait, "wait", 5*time.Minute, "how long each addon may take to become ready")
 	upCmd.Flags().BoolVar(&up.fleet, "fleet", false, "make it the fleet's management cluster too: Karmada's addons (karmada-apiserver, karmada); up without --fleet removes them")
+	upCmd.Flags().StringVar(&up.gatewayContext, "gateway-context", client.DefaultContextPath(), "where to write the context file of trellis submit/workloads (empty: none)")
 	upCmd.Flags().StringVar(&up.fleetKubeconfig, "fleet-kubeconfig", "", "with --fleet, where to write the fleet's kubeconfig (default: beside --kubeconfig)")
 
 	var file, kubeconfig string
@@ -135,6 +137,7 @@ type upOptions struct {
 	wait                  time.Duration
 	fleet                 bool
 	fleetKubeconfig       string
+	gatewayContext        string
 }
 
 func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
@@ -147,6 +150,7 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 		Kubeconfig: o.kubeconfig, Bin: o.bin, Image: o.image.options(log),
 		Recreate: o.recreate, Retain: o.retain, Wait: o.wait, Log: log, Out: s.Out,
 		Progress: s.Out, Fleet: o.fleet, FleetKubeconfig: o.fleetKubeconfig,
+		GatewayContext: o.gatewayContext,
 	})
 	if err != nil {
 		return err
@@ -159,6 +163,9 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	fmt.Fprintf(s.Out, "  export KUBECONFIG=%s\n  kubectl get nodes -o wide\n  kubectl apply -f config/samples/\n  kubectl get trellisservices\n", res.Kubeconfig)
 	if res.FleetKubeconfig != "" {
 		fmt.Fprintf(s.Out, "The fleet's control plane (Karmada) runs in it:\n  kubectl -n trellis-system port-forward svc/karmada-apiserver 5443 &\n  trellis fleet status --fleet-kubeconfig %s\n", res.FleetKubeconfig)
+	}
+	if res.Gateway != nil {
+		printGateway(s.Out, *res.Gateway)
 	}
 	fmt.Fprintf(s.Out, "Delete it with: trellis local down -f %s\n", o.file)
 	return nil

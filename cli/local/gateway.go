@@ -1,0 +1,15 @@
+package local
+
+import (
+	"fmt"
+	"io"
+
+	trellislocal "github.com/trellis-dev/trellis/local"
+)
+
+// printGateway tells where the gateway context is and how to use it.
+func printGateway(w io.Writer, f trellislocal.GatewayContextFiles) {
+	fmt.Fprintf(w, "The submission gateway (trellis-gateway) is reachable from this host; its context is %s\n", f.Context)
+	fmt.Fprintf(w, "(identity system:serviceaccount:%s:%s, token valid %s: run local up again to renew):\n", trellislocal.SampleNamespace, trellislocal.DevIdentity, trellislocal.DevTokenTTL)
+	fmt.Fprintf(w, "  export TRELLIS_CONTEXT=%s\n  trellis submit -f app.yaml --dry-run\n  trellis workloads list\n", f.Context)
+}
