@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 // localUp runs the real CLI's trellis local up on the suite's definition
 // and kubeconfig.
 func localUp(stdout, stderr io.Writer) error {
-	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig)
+	up := exec.Command(filepath.Join(root, "bin", "trellis"), "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--gateway-context", gatewayContext())
 	up.Dir, up.Stdout, up.Stderr = root, stdout, stderr
 	return up.Run()
 }
