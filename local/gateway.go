@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -149,6 +150,9 @@ func (u *up) gatewayContext(ctx context.Context) error {
 		return err
 	}
 	files := ContextFiles(u.o.GatewayContext, u.def.Name)
+	if err := os.MkdirAll(filepath.Dir(files.Context), 0o700); err != nil {
+		return fmt.Errorf("failed to create the folder of the gateway context: %w", err)
+	}
 	if err := fsync.WriteFile(files.CA, []byte(bundle), 0o644); err != nil {
 		return err
 	}

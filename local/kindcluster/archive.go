@@ -90,13 +90,24 @@ func importArchive(n nodes.Node, archive io.Reader) error {
 }
 
 // pruneImages removes a node's import-* records, then the sha256:<id>
-// records whose target (the DIGEST column) no remaining named image has.
+// and <repo>@sha256:<digest> records whose target (the DIGEST column) no
+// tag has any more, then names each tagged image by its manifest digest
+// too (<repo>@<digest>), as a registry pull would: a workload pinned by
+// digest (the gateway's provenance check asks for that) then starts from
+// the loaded image instead of trying to pull it.
 const pruneImages = `set -e
 ctr='ctr --namespace=k8s.io'
 $ctr images ls -q | grep '^import-' | xargs -r $ctr images rm >/dev/null
 $ctr images ls | awk 'NR > 1 && $1 !~ /^sha256:/ { keep[$3] = 1 }
   NR > 1 && $1 ~ /^sha256:/ { id[$1] = $3 }
-  END { for (r in id) if (!(id[r] in keep)) print r }' | xargs -r $ctr images rm >/dev/null`
+  END { for (r in id) if (!(id[r] in keep)) print r }' | xargs -r $ctr images rm >/dev/null
+$ctr images ls | awk 'NR > 1 && $1 ~ /@sha256:/ { d[$1] = $3 }
+  NR > 1 && $1 !~ /^sha256:/ && $1 !~ /@sha256:/ { t[$3] = 1 }
+  END { for (r in d) if (!(d[r] in t)) print r }' | xargs -r $ctr images rm >/dev/null
+$ctr images ls | awk 'NR > 1 { have[$1] = 1 }
+  NR > 1 && $1 !~ /^sha256:/ && $1 !~ /@sha256:/ { n = $1; sub(/:[^:\/]*$/, "", n); want[$1] = n "@" $3 }
+  END { for (s in want) if (!(want[s] in have)) print s, want[s] }' |
+  while read -r src dst; do $ctr images tag "$src" "$dst" >/dev/null; done`
 
 // loadInto imports the archive into one node and records the image IDs
 // it now holds.

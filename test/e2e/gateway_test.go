@@ -147,10 +147,10 @@ func pinnedImage(t *testing.T, p *corev1.Pod) string {
 		if i := strings.Index(id, "@sha256:"); i >= 0 {
 			return id
 		}
-		if strings.HasPrefix(id, "sha256:") {
-			return "docker.io/trellis/hello@" + id
-		}
-		t.Fatalf("pod %s: image id %q has no digest", p.Name, s.ImageID)
+		// A bare sha256:<id> is the image's config digest, not its
+		// manifest digest: a pull by it fails. local up names every loaded
+		// image by its manifest digest, so the kubelet reports that.
+		t.Fatalf("pod %s: image id %q names no repository digest", p.Name, s.ImageID)
 	}
 	t.Fatalf("pod %s has no hello container status", p.Name)
 	return ""
