@@ -7,6 +7,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 	"k8s.io/kops/upup/pkg/fi"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
@@ -14,10 +15,12 @@ import (
 )
 
 // codedCloud is kops's AWS cloud with the error code put back into the
-// errors kops reports by message alone. kops's autoscaling-group task
-// fails with "error creating AutoScalingGroup: <message>": an error
-// without a message (an HTTP 500 whose body the SDK cannot read) ended an
-// apply with an empty reason and no code.
+// errors kops reports by message alone (awsup.AWSErrorMessage). Its
+// autoscaling-group task fails with "error creating AutoScalingGroup:
+// <message>", its route task with "error creating Route: <message>": an
+// error without a message (an HTTP 500 whose body the SDK cannot read)
+// ended an apply with an empty reason and no code. Every other kops task
+// formats the SDK's whole error, which holds the code and status already.
 type codedCloud struct {
 	awsup.AWSCloud
 }
@@ -34,6 +37,24 @@ func withCodes(c fi.Cloud) fi.Cloud {
 
 func (c codedCloud) Autoscaling() awsinterfaces.AutoScalingAPI {
 	return codedASG{c.AWSCloud.Autoscaling()}
+}
+
+func (c codedCloud) EC2() awsinterfaces.EC2API {
+	return codedEC2{c.AWSCloud.EC2()}
+}
+
+type codedEC2 struct {
+	awsinterfaces.EC2API
+}
+
+func (e codedEC2) CreateRoute(ctx context.Context, in *ec2.CreateRouteInput, opts ...func(*ec2.Options)) (*ec2.CreateRouteOutput, error) {
+	out, err := e.EC2API.CreateRoute(ctx, in, opts...)
+	return out, coded(err)
+}
+
+func (e codedEC2) ReplaceRoute(ctx context.Context, in *ec2.ReplaceRouteInput, opts ...func(*ec2.Options)) (*ec2.ReplaceRouteOutput, error) {
+	out, err := e.EC2API.ReplaceRoute(ctx, in, opts...)
+	return out, coded(err)
 }
 
 type codedASG struct {

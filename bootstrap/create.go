@@ -166,7 +166,7 @@ func Create(ctx context.Context, def *definition.ClusterDefinition, opts ApplyOp
 		return nil, err
 	}
 	if existing != nil {
-		return nil, fmt.Errorf("%s: %w (use `trellis cluster diff` or `upgrade`)", c.Name, ErrClusterExists)
+		return nil, fmt.Errorf("%s: %w (change it with `trellis cluster update`, or `upgrade` for a new Kubernetes version)", c.Name, ErrClusterExists)
 	}
 	snap, err := statestore.Take(ctx, opts.StateStore, c.Name)
 	if err != nil {

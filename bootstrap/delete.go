@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -29,8 +30,10 @@ type DeleteOptions struct {
 	Cloud fi.Cloud
 	// Wait bounds the deletion of the cloud resources (default 10m, kops's).
 	Wait time.Duration
-	// Interval is the pause between kops's deletion passes (default 10s).
+	// Interval is the pause between deletion passes (default 10s, kops's).
 	Interval time.Duration
+	// Now is the clock of the wait (default time.Now).
+	Now func() time.Time
 }
 
 // DeletePlan is what a delete removes (or removed).
@@ -44,14 +47,20 @@ type DeletePlan struct {
 	// StateFiles are the cluster's files in the state store, relative to
 	// its folder.
 	StateFiles []string
+	// Deleted and Left are what a delete that did not finish (interrupted,
+	// or out of time) removed and left, as type:id, sorted. The state
+	// store is kept then, so the same command finishes the job.
+	Deleted, Left []string
 }
 
 // Delete removes every cloud resource a cluster owns and its folder in the
 // state store, as `kops delete cluster` does, with kops's own listing and
-// deleter (k8s.io/kops/pkg/resources). It needs only the definition (name
+// deleters (k8s.io/kops/pkg/resources). It needs only the definition (name
 // and region), not the stored spec, so it also cleans up after a create
 // that failed and restored the state store. Without Yes it lists and
-// changes nothing.
+// changes nothing. A delete interrupted through ctx (the error wraps
+// ErrInterrupted) or out of time stops between passes, fills the plan's
+// Deleted and Left and keeps the state store: the same command finishes.
 func Delete(ctx context.Context, def *definition.ClusterDefinition, opts DeleteOptions) (*DeletePlan, error) {
 	spec, err := render.ToKops(def)
 	if err != nil {
@@ -94,22 +103,47 @@ func Delete(ctx context.Context, def *definition.ClusterDefinition, opts DeleteO
 		return plan, nil
 	}
 	if len(owned) > 0 {
-		wait, interval := opts.Wait, opts.Interval
+		wait, interval, now := opts.Wait, opts.Interval, opts.Now
 		if wait == 0 {
 			wait = 10 * time.Minute
 		}
 		if interval == 0 {
 			interval = 10 * time.Second
 		}
+		if now == nil {
+			now = time.Now
+		}
 		fmt.Fprintf(out, "Deleting %d cloud resources of %s (up to %s)...\n", len(owned), c.Name, wait)
-		if err := resourceops.DeleteResources(cloud, owned, 0, interval, wait); err != nil {
-			return plan, fmt.Errorf("failed to delete the cloud resources of %s (the state store is kept; run the command again): %w", c.Name, err)
+		d := newDeletion(cloud, owned, out, interval, wait, now)
+		if err := d.run(ctx); err != nil {
+			plan.Deleted, plan.Left = sorted(d.deleted), d.left()
+			return plan, fmt.Errorf("failed to delete the cloud resources of %s (%d deleted, %d left; the state store is kept): %w",
+				c.Name, len(plan.Deleted), len(plan.Left), err)
 		}
 	}
 	if err := statestore.Remove(ctx, opts.StateStore, c.Name); err != nil {
 		return plan, err
 	}
 	return plan, nil
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	sort.Strings(out)
+	return out
+}
+
+// PrintUnfinished writes what an unfinished delete removed and what it left.
+func (p *DeletePlan) PrintUnfinished(w io.Writer) {
+	fmt.Fprintf(w, "Deleted %d cloud resources of %s:\n", len(p.Deleted), p.Cluster)
+	for _, k := range p.Deleted {
+		fmt.Fprintf(w, "  %s\n", k)
+	}
+	fmt.Fprintf(w, "Left %d cloud resources of %s:\n", len(p.Left), p.Cluster)
+	for _, k := range p.Left {
+		fmt.Fprintf(w, "  %s\n", k)
+	}
+	fmt.Fprintf(w, "The state store keeps its %d files of %s until the cloud resources are gone.\n", len(p.StateFiles), p.Cluster)
 }
 
 // Print writes the plan as a table, as `kops delete cluster` does.

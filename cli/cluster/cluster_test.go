@@ -117,7 +117,8 @@ func TestCreateTwiceFails(t *testing.T) {
 		t.Fatalf("first create: %s", stderr)
 	}
 	code, _, stderr := run(t, "cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", state, "--fake-aws", "--yes")
-	if code == 0 || !strings.Contains(stderr, "already exists") {
+	next := "trellis cluster update -f ../../clusters/prod-us-east-1.yaml --state " + state
+	if code == 0 || !strings.Contains(stderr, "already exists") || !strings.Contains(stderr, next) {
 		t.Fatalf("second create: exit %d, stderr %s", code, stderr)
 	}
 }

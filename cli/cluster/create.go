@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -70,6 +71,9 @@ func runCreate(cmd *cobra.Command, o *createOptions, s streams.Streams) error {
 	}
 	opts.Yes = o.Yes
 	plan, err := bootstrap.Create(ctx, l.ClusterDefinition, opts)
+	if errors.Is(err, bootstrap.ErrClusterExists) {
+		return fmt.Errorf("%w\nTo change it to this definition, see the changes with\n  trellis cluster update -f %s --state %s\nthen apply them with --yes", err, o.File, o.State)
+	}
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ type deleteOptions struct {
 	Emulator string
 	Yes      bool
 	Wait     time.Duration
+	Interval time.Duration
 }
 
 func newDeleteCommand(s streams.Streams) *cobra.Command {
@@ -35,7 +36,12 @@ then the state-store folder (specs, keys, Trellis's own files).
 
 Only the definition's name and region are needed, so it also cleans up after a
 failed create (whose state store was restored). Resources tagged shared and
-other clusters' resources and files are left alone.`,
+other clusters' resources and files are left alone.
+
+Resources that others depend on are retried pass after pass (every 10s) until
+--wait. SIGINT or SIGTERM stops it before the next call, with none in flight;
+so does the end of --wait. It then lists what it deleted and what is left and
+keeps the state-store folder: run the same command again to finish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := loadAWS(o.File)
@@ -50,16 +56,21 @@ other clusters' resources and files are left alone.`,
 			} else if ok, why := haveAWSCredentials(cmd.Context()); !ok {
 				return fmt.Errorf("%s: delete needs AWS", why)
 			}
-			plan, err := bootstrap.Delete(cmd.Context(), l.ClusterDefinition, bootstrap.DeleteOptions{StateStore: o.State, Yes: o.Yes, Out: s.Out, Wait: o.Wait})
+			plan, err := bootstrap.Delete(cmd.Context(), l.ClusterDefinition, bootstrap.DeleteOptions{StateStore: o.State, Yes: o.Yes, Out: s.Out, Wait: o.Wait, Interval: o.Interval})
 			if plan != nil && !o.Yes {
 				plan.Print(s.Out)
 			}
+			name := render.ClusterName(l.ClusterDefinition)
+			again := fmt.Sprintf("trellis cluster delete -f %s --state %s --yes", o.File, o.State)
 			if err != nil {
+				if plan != nil && len(plan.Left) > 0 {
+					plan.PrintUnfinished(s.Out)
+					fmt.Fprintf(s.Out, "To delete what is left, run:\n  %s\n", again)
+				}
 				return err
 			}
-			name := render.ClusterName(l.ClusterDefinition)
 			if !o.Yes {
-				fmt.Fprintf(s.Out, "Plan only: nothing was deleted.\nTo delete %s, run:\n  trellis cluster delete -f %s --state %s --yes\n", name, o.File, o.State)
+				fmt.Fprintf(s.Out, "Plan only: nothing was deleted.\nTo delete %s, run:\n  %s\n", name, again)
 				return nil
 			}
 			fmt.Fprintf(s.Out, "Deleted cluster %s: %d cloud resources, %d state-store files.\n", name, len(plan.Resources), len(plan.StateFiles))
@@ -71,6 +82,8 @@ other clusters' resources and files are left alone.`,
 	cmd.Flags().StringVar(&o.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
 	cmd.Flags().BoolVar(&o.Yes, "yes", false, "delete (default: list what would be deleted)")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 10*time.Minute, "how long kops may retry deleting resources that still have dependents")
+	cmd.Flags().DurationVar(&o.Interval, "interval", 10*time.Second, "pause between deletion passes")
+	_ = cmd.Flags().MarkHidden("interval")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

@@ -64,6 +64,10 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	env := []string{"TRELLIS_AWS_EMULATOR=" + proxy.URL, "KOPS_STATE_STORE=" + state}
 	trellis := func(args ...string) result { return run(t, env, trellisBin, args...) }
 
+	t.Run("errors name every unknown image and the arm64 fix", func(t *testing.T) {
+		teachingErrors(t, c, trellis)
+	})
+
 	t.Run("a plan writes nothing and names the next command", func(t *testing.T) {
 		keepsStore(t, c, "the plan", func() {
 			r := trellis("cluster", "create", "-f", def)
@@ -98,6 +102,15 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		if ids := groupInstances(t, c)["nvme."+clusterName]; len(ids) != 1 {
 			t.Errorf("nvme group has instances %v, want 1", ids)
 		}
+	})
+
+	t.Run("create --yes again is refused and names update", func(t *testing.T) {
+		keepsStore(t, c, "the second create", func() {
+			r := trellis("cluster", "create", "-f", def, "--yes")
+			if r.code == 0 || !strings.Contains(r.stderr, "already exists") || !strings.Contains(r.stderr, "trellis cluster update -f "+def+" --state "+state) {
+				t.Errorf("a second create --yes: %s; want it refused, naming `trellis cluster update`", r)
+			}
+		})
 	})
 
 	t.Run("kubeconfig writes a short-lived admin credential and no CA key", func(t *testing.T) {
@@ -151,24 +164,12 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("a failed create names the task and the code, and leaves its resources", func(t *testing.T) {
-		keepsStore(t, c, "the failed create", func() {
-			proxy.Refuse("CreateAutoScalingGroup", -1)
-			defer proxy.Clear()
-			r := trellis("cluster", "create", "-f", other, "--yes", "--task-timeout", "3s")
-			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
-				!strings.Contains(r.stderr, awsemu.FaultCode) || !strings.Contains(r.stderr, "state store was restored") {
-				t.Fatalf("create with CreateAutoScalingGroup refused: %s; want the task, the code %s and the store restored", r, awsemu.FaultCode)
-			}
-		})
-		if len(owned(t, c, otherName)) == 0 {
-			t.Fatal("the failed create left nothing in the cloud: nothing to test delete on")
-		}
-	})
-
-	t.Run("an interrupted create says what it waits on, stops and restores the store", func(t *testing.T) {
+	t.Run("an interrupted create says what it waits on with codes, stops and restores the store", func(t *testing.T) {
 		keepsStore(t, c, "the interrupted create", func() {
+			// Routes too: kops's route task, like its autoscaling-group
+			// task, reports the cloud's message alone.
 			proxy.Refuse("CreateAutoScalingGroup", -1)
+			proxy.Refuse("CreateRoute", -1)
 			defer proxy.Clear()
 			cmd := exec.Command(trellisBin, "cluster", "create", "-f", other, "--yes", "--task-timeout", "10m", "--progress-interval", "2s")
 			cmd.Env = append(os.Environ(), env...)
@@ -178,10 +179,13 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(3 * time.Minute)
-			for !strings.Contains(out.String(), "Still failing: AutoscalingGroup/") && time.Now().Before(deadline) {
+			waiting := func() bool {
+				return len(failingLines(out.String(), "AutoscalingGroup/")) == 0 || len(failingLines(out.String(), "Route/")) == 0
+			}
+			for waiting() && time.Now().Before(deadline) {
 				time.Sleep(200 * time.Millisecond)
 			}
-			if !strings.Contains(out.String(), "Still failing: AutoscalingGroup/") {
+			if waiting() {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
 				t.Fatalf("no progress line while kops retried:\n%s\n%s", out.String(), errb.String())
@@ -195,11 +199,25 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 			if took > 10*time.Second || err == nil || !strings.Contains(errb.String(), "interrupted") || !strings.Contains(errb.String(), "state store was restored") {
 				t.Fatalf("after SIGINT: exit %v in %s\n%s\n%s; want a failure within 10s that restored the store", err, took, out.String(), errb.String())
 			}
-			if !strings.Contains(out.String(), awsemu.FaultCode) {
-				t.Errorf("the progress line lacks the cloud's error code:\n%s", out.String())
-			}
+			checkCoded(t, out.String(), "AutoscalingGroup/")
+			checkCoded(t, out.String(), "Route/")
 			t.Logf("stopped %s after SIGINT", took.Round(time.Millisecond))
 		})
+	})
+
+	t.Run("a failed create names the task and the code, and leaves its resources", func(t *testing.T) {
+		keepsStore(t, c, "the failed create", func() {
+			proxy.Refuse("CreateAutoScalingGroup", -1)
+			defer proxy.Clear()
+			r := trellis("cluster", "create", "-f", other, "--yes", "--task-timeout", "3s")
+			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
+				!strings.Contains(r.stderr, awsemu.FaultCode) || !strings.Contains(r.stderr, "state store was restored") {
+				t.Fatalf("create with CreateAutoScalingGroup refused: %s; want the task, the code %s and the store restored", r, awsemu.FaultCode)
+			}
+		})
+		if len(owned(t, c, otherName)) == 0 {
+			t.Fatal("the failed create left nothing in the cloud: nothing to test delete on")
+		}
 	})
 
 	t.Run("delete without --yes lists and deletes nothing", func(t *testing.T) {
@@ -233,6 +251,10 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		if d := sameObjects(files, prefixed(objects(t, c, bucket), "clusters/"+clusterName+"/")); d != "" {
 			t.Errorf("deleting %s changed %s's state store:\n%s", otherName, clusterName, d)
 		}
+	})
+
+	t.Run("an interrupted delete stops between passes and keeps the store", func(t *testing.T) {
+		interruptedDelete(t, c, proxy, env, def)
 	})
 
 	t.Run("delete removes the cluster and its state-store folder", func(t *testing.T) {
