@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,5 +111,67 @@ func interruptedDelete(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy
 		if left == nil || !strings.Contains(left[2], "vpc:") || !strings.Contains(o, "Deleted ") || !strings.Contains(o, "To delete what is left, run:\n  "+again) {
 			t.Errorf("after SIGTERM the delete said:\n%s\nwant what it deleted, the VPC left, and %q", o, again)
 		}
+	})
+}
+
+// kopsAgreesOnDelete checks that the kops CLI, reading the cluster from
+// the state store, would delete the very resources trellis lists.
+func kopsAgreesOnDelete(t *testing.T, emulator string, trellis func(...string) result, def string) {
+	t.Helper()
+	ours := trellis("cluster", "delete", "-f", def)
+	theirs := run(t, kopsEnv(emulator), kopsBinary(t), "delete", "cluster", "--name", clusterName, "--state", state)
+	if ours.code != 0 || theirs.code != 0 {
+		t.Fatalf("delete plans: trellis %s\nkops %s", ours, theirs)
+	}
+	var want, got []string
+	for _, l := range tableRows(ours.out, "  TYPE") {
+		want = append(want, strings.Fields(l)[1])
+	}
+	for _, l := range tableRows(theirs.out, "TYPE") {
+		f := strings.Fields(l)
+		got = append(got, f[len(f)-1])
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if len(want) == 0 || !slices.Equal(want, got) {
+		t.Errorf("trellis would delete %v, kops %v\ntrellis:\n%s\nkops:\n%s", want, got, ours.out, theirs.out)
+	}
+}
+
+// tableRows are the non-empty lines after a table's header line.
+func tableRows(out, header string) []string {
+	var rows []string
+	in := false
+	for l := range strings.SplitSeq(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, header):
+			in = true
+		case in && strings.TrimSpace(l) == "":
+			return rows
+		case in && strings.HasPrefix(l, "  ") == strings.HasPrefix(header, "  "):
+			rows = append(rows, l)
+		case in:
+			return rows
+		}
+	}
+	return rows
+}
+
+// refusedRoute creates a cluster whose routes the cloud refuses: kops's
+// route task, like its autoscaling-group task, reports the cloud's message
+// alone, so both its progress lines and the final failure must carry the
+// code. (A fresh cluster: a create whose NAT routes failed cannot be
+// resumed, as kops finds a NAT gateway's Elastic IP through its route.)
+func refusedRoute(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy, trellis func(...string) result, def string) {
+	t.Helper()
+	keepsStore(t, c, "the create with routes refused", func() {
+		proxy.Refuse("CreateRoute", -1)
+		defer proxy.Clear()
+		r := trellis("cluster", "create", "-f", def, "--yes", "--task-timeout", "3s", "--progress-interval", "1s")
+		final := regexp.MustCompile(`deadline exceeded executing task Route/[^ ]+\. Example error: .*\(` + awsemu.FaultCode + `, HTTP 400\)`)
+		if r.code == 0 || !final.MatchString(r.stderr) || !strings.Contains(r.stderr, "state store was restored") {
+			t.Errorf("create with CreateRoute refused: %s; want the Route task and the code %s, and the store restored", r, awsemu.FaultCode)
+		}
+		checkCoded(t, r.out, "Route/")
 	})
 }

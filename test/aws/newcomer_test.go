@@ -50,6 +50,13 @@ func otherCluster(s string) string {
 
 const otherName = "other-aws.k8s.trellis.local"
 
+// thirdCluster is a third name in the same account and bucket.
+func thirdCluster(s string) string {
+	return strings.Replace(s, "name: local-aws\n", "name: third-aws\n", 1)
+}
+
+const thirdName = "third-aws.k8s.trellis.local"
+
 // TestIntegrationNewcomerLifecycle runs what a newcomer runs on the local
 // AWS loop, through the trellis binary: plan, create, kubeconfig, delete,
 // with a second cluster whose create failed (and one interrupted) in the
@@ -61,6 +68,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	seedAccount(t, c)
 	def := definition(t, nvmeGroup)
 	other := definition(t, otherCluster)
+	third := definition(t, thirdCluster)
 	env := []string{"TRELLIS_AWS_EMULATOR=" + proxy.URL, "KOPS_STATE_STORE=" + state}
 	trellis := func(args ...string) result { return run(t, env, trellisBin, args...) }
 
@@ -164,12 +172,24 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("an interrupted create says what it waits on with codes, stops and restores the store", func(t *testing.T) {
-		keepsStore(t, c, "the interrupted create", func() {
-			// Routes too: kops's route task, like its autoscaling-group
-			// task, reports the cloud's message alone.
+	t.Run("a failed create names the task and the code, and leaves its resources", func(t *testing.T) {
+		keepsStore(t, c, "the failed create", func() {
 			proxy.Refuse("CreateAutoScalingGroup", -1)
-			proxy.Refuse("CreateRoute", -1)
+			defer proxy.Clear()
+			r := trellis("cluster", "create", "-f", other, "--yes", "--task-timeout", "3s")
+			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
+				!strings.Contains(r.stderr, awsemu.FaultCode) || !strings.Contains(r.stderr, "state store was restored") {
+				t.Fatalf("create with CreateAutoScalingGroup refused: %s; want the task, the code %s and the store restored", r, awsemu.FaultCode)
+			}
+		})
+		if len(owned(t, c, otherName)) == 0 {
+			t.Fatal("the failed create left nothing in the cloud: nothing to test delete on")
+		}
+	})
+
+	t.Run("an interrupted create says what it waits on, stops and restores the store", func(t *testing.T) {
+		keepsStore(t, c, "the interrupted create", func() {
+			proxy.Refuse("CreateAutoScalingGroup", -1)
 			defer proxy.Clear()
 			cmd := exec.Command(trellisBin, "cluster", "create", "-f", other, "--yes", "--task-timeout", "10m", "--progress-interval", "2s")
 			cmd.Env = append(os.Environ(), env...)
@@ -179,9 +199,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(3 * time.Minute)
-			waiting := func() bool {
-				return len(failingLines(out.String(), "AutoscalingGroup/")) == 0 || len(failingLines(out.String(), "Route/")) == 0
-			}
+			waiting := func() bool { return len(failingLines(out.String(), "AutoscalingGroup/")) == 0 }
 			for waiting() && time.Now().Before(deadline) {
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -200,24 +218,12 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 				t.Fatalf("after SIGINT: exit %v in %s\n%s\n%s; want a failure within 10s that restored the store", err, took, out.String(), errb.String())
 			}
 			checkCoded(t, out.String(), "AutoscalingGroup/")
-			checkCoded(t, out.String(), "Route/")
 			t.Logf("stopped %s after SIGINT", took.Round(time.Millisecond))
 		})
 	})
 
-	t.Run("a failed create names the task and the code, and leaves its resources", func(t *testing.T) {
-		keepsStore(t, c, "the failed create", func() {
-			proxy.Refuse("CreateAutoScalingGroup", -1)
-			defer proxy.Clear()
-			r := trellis("cluster", "create", "-f", other, "--yes", "--task-timeout", "3s")
-			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
-				!strings.Contains(r.stderr, awsemu.FaultCode) || !strings.Contains(r.stderr, "state store was restored") {
-				t.Fatalf("create with CreateAutoScalingGroup refused: %s; want the task, the code %s and the store restored", r, awsemu.FaultCode)
-			}
-		})
-		if len(owned(t, c, otherName)) == 0 {
-			t.Fatal("the failed create left nothing in the cloud: nothing to test delete on")
-		}
+	t.Run("a refused route names its task and the code", func(t *testing.T) {
+		refusedRoute(t, c, proxy, trellis, third)
 	})
 
 	t.Run("delete without --yes lists and deletes nothing", func(t *testing.T) {
@@ -233,17 +239,19 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("delete after a failed create removes all it left, and no other cluster's", func(t *testing.T) {
+	t.Run("delete after failed creates removes all they left, and no other cluster's", func(t *testing.T) {
 		mine := owned(t, c, clusterName)
 		files := prefixed(objects(t, c, bucket), "clusters/"+clusterName+"/")
-		r := trellis("cluster", "delete", "-f", other, "--yes", "--wait", "3m")
-		if r.code != 0 || !strings.Contains(r.out, "Deleted cluster "+otherName) {
-			t.Fatalf("delete --yes: %s", r)
-		}
-		// kops's own listing by ownership tags, resource by resource (moto
-		// keeps a deleted resource's tags in DescribeTags).
-		if r := trellis("cluster", "delete", "-f", other); r.code != 0 || !strings.Contains(r.out, "No cloud resources of "+otherName) {
-			t.Errorf("left owned by %s: %s", otherName, r)
+		for f, name := range map[string]string{other: otherName, third: thirdName} {
+			r := trellis("cluster", "delete", "-f", f, "--yes", "--wait", "3m")
+			if r.code != 0 || !strings.Contains(r.out, "Deleted cluster "+name) {
+				t.Fatalf("delete --yes: %s", r)
+			}
+			// kops's own listing by ownership tags, resource by resource
+			// (moto keeps a deleted resource's tags in DescribeTags).
+			if r := trellis("cluster", "delete", "-f", f); r.code != 0 || !strings.Contains(r.out, "No cloud resources of "+name) {
+				t.Errorf("left owned by %s: %s", name, r)
+			}
 		}
 		if after := owned(t, c, clusterName); !slices.Equal(mine, after) {
 			t.Errorf("deleting %s changed %s's resources: %v -> %v", otherName, clusterName, mine, after)
@@ -258,6 +266,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	})
 
 	t.Run("delete removes the cluster and its state-store folder", func(t *testing.T) {
+		kopsAgreesOnDelete(t, emu.URL, trellis, def)
 		r := trellis("cluster", "delete", "-f", def, "--yes", "--wait", "3m")
 		if r.code != 0 || !strings.Contains(r.out, "Deleted cluster "+clusterName) {
 			t.Fatalf("delete --yes: %s", r)
@@ -274,6 +283,9 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		}
 		if r := trellis("cluster", "create", "-f", def); r.code != 0 || !strings.Contains(r.out, "Plan only") {
 			t.Errorf("a plan after the delete: %s", r)
+		}
+		if r := run(t, kopsEnv(emu.URL), kopsBinary(t), "get", "clusters", "--state", state); strings.Contains(r.out, clusterName) {
+			t.Errorf("kops still lists %s after the delete: %s", clusterName, r)
 		}
 	})
 }
