@@ -177,7 +177,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 			proxy.Refuse("CreateAutoScalingGroup", -1)
 			defer proxy.Clear()
 			r := trellis("cluster", "create", "-f", other, "--yes", "--task-timeout", "3s")
-			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
+			if r.code == 0 || !regexp.MustCompile(`AutoscalingGroup/[a-z0-9.-]+\.`+regexp.QuoteMeta(otherName)).MatchString(r.stderr) ||
 				!strings.Contains(r.stderr, awsemu.FaultCode) || !strings.Contains(r.stderr, "state store was restored") {
 				t.Fatalf("create with CreateAutoScalingGroup refused: %s; want the task, the code %s and the store restored", r, awsemu.FaultCode)
 			}
