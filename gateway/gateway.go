@@ -58,6 +58,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	rc := rest.CopyConfig(cfg.Rest)
 	rc.UserAgent = UserAgent
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timingTransport{next: rt} })
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the kubernetes client: %w", err)

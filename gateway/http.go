@@ -18,13 +18,19 @@ type request struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	start time.Time
+	// api adds up the apiserver round trips made for the request; cache
+	// is how long it waited for the informer cache (Server-Timing).
+	api   *apiTimer
+	cache time.Duration
 	rec   AuditRecord
 	id    *Identity
 	done  bool
 }
 
+// Handlers read q.r, whose context carries the apiserver timer.
 func (g *Gateway) newRequest(w http.ResponseWriter, r *http.Request, action string) *request {
-	return &request{g: g, w: w, r: r, start: time.Now(), rec: AuditRecord{Action: action, Namespace: r.PathValue("namespace")}}
+	ctx, at := withAPITimer(r.Context())
+	return &request{g: g, w: w, r: r.WithContext(ctx), start: time.Now(), api: at, rec: AuditRecord{Action: action, Namespace: r.PathValue("namespace")}}
 }
 
 // authenticate sets the caller or answers 401.
@@ -77,6 +83,8 @@ func (q *request) respond(code int, v any) {
 		return
 	}
 	q.done = true
+	api, n := q.api.total()
+	q.w.Header().Set(HeaderServerTiming, serverTiming(time.Since(q.start), api, n, q.cache))
 	q.w.Header().Set("Content-Type", "application/json")
 	q.w.WriteHeader(code)
 	_ = json.NewEncoder(q.w).Encode(v)
@@ -92,6 +100,8 @@ func (q *request) finish(code int) {
 	q.g.audit.Record(&q.rec)
 	q.g.metrics.requests.WithLabelValues(q.rec.Action, strconv.Itoa(code)).Inc()
 	q.g.metrics.latency.WithLabelValues(q.rec.Action).Observe(lat.Seconds())
+	api, _ := q.api.total()
+	q.g.metrics.overhead.WithLabelValues(q.rec.Action).Observe((lat - api - q.cache).Seconds())
 }
 
 func problemsMessage(probs []api.Problem) string {

@@ -10,6 +10,7 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	submissions *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
+	overhead    *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -25,8 +26,12 @@ func newMetrics() *metrics {
 			Name: "trellis_gateway_request_seconds", Help: "Request latency by action.",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"action"}),
+		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "trellis_gateway_overhead_seconds", Help: "The gateway's own time per request by action: the latency less the apiserver round trips made for it and the wait for the cache (Server-Timing).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .05, .1, .25},
+		}, []string{"action"}),
 	}
-	m.registry.MustRegister(m.requests, m.submissions, m.latency,
+	m.registry.MustRegister(m.requests, m.submissions, m.latency, m.overhead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		action = "dry-run"
 	}
 	q := g.newRequest(w, r, action)
+	r = q.r
 	if !q.authenticate() {
 		return
 	}
@@ -129,7 +131,10 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 			res.Action = api.ActionUnchanged
 		}
 	}
-	if err := g.waitFor(r.Context(), sub.kind, ns, name, written.GetResourceVersion()); err != nil {
+	waitStart := time.Now()
+	err = g.waitFor(r.Context(), sub.kind, ns, name, written.GetResourceVersion())
+	q.cache = time.Since(waitStart)
+	if err != nil {
 		res.Warnings = append(res.Warnings, "written, but the gateway's cache has not caught up yet: "+err.Error())
 	}
 	if subID != "" {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trellis-dev/trellis/gateway"
@@ -32,6 +33,9 @@ func main() {
 	flag.Parse()
 	cfg.Audiences = strings.Split(audiences, ",")
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// The informers log through controller-runtime's logger: without one
+	// it prints a stack trace to say so.
+	ctrl.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
 	if err := run(cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "trellis-gateway: %v\n", err)
 		os.Exit(1)
