@@ -97,9 +97,13 @@ FLEET_SERVICES ?= 100
 test-fleet: tools-node tools-kwok tools-karmada ## The fleet test in full: FLEET_MEMBERS members, FLEET_SERVICES services, every member failed over
 	FLEET_MEMBERS=$(FLEET_MEMBERS) FLEET_SERVICES=$(FLEET_SERVICES) $(GO) test -count=1 -v -timeout 60m -run TestIntegrationFleet ./fleet/localfleet/
 
+FUZZTIME ?= 60s
+
 .PHONY: fuzz
-fuzz: ## Fuzz the cluster-definition decoder for 60s
-	$(GO) test -run '^$$' -fuzz FuzzLoadBytes -fuzztime 60s ./bootstrap/definition/
+# go test -fuzz takes one target in one package at a time.
+fuzz: ## Fuzz the cluster-definition decoder and the gateway's submission decoder, FUZZTIME (60s) each
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadBytes$$' -fuzztime $(FUZZTIME) ./bootstrap/definition/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./gateway/
 
 ##@ bench
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/trellis-dev/trellis/gateway/api"
 )
@@ -81,9 +82,20 @@ func TestDecodeCanonicalMatchesSigning(t *testing.T) {
 	}
 }
 
+// FuzzDecode: Decode never panics; it gives a workload or problems,
+// never both; a workload has a name, a namespace and one of the six
+// kinds; the typed object the checks and the authorization look at names
+// the same kind, namespace and name as the raw document that is applied
+// (a mismatch would let a caller be authorized for one namespace and write
+// to another); and the canonical form decodes to the same submission.
+// `make fuzz` runs it.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{goodService, "", "kind: [", "{}", "[]", "null", "---\n---\n", `{"apiVersion":"workloads.trellis.dev/v1alpha1","kind":"TrellisJobSet","metadata":{"name":"a","namespace":"b"},"spec":{}}`,
-		strings.Replace(goodService, "TrellisService", "TrellisDaemon", 1), "a: &x [*x, *x]\n", "\xff\xfe"} {
+		strings.Replace(goodService, "TrellisService", "TrellisDaemon", 1), "a: &x [*x, *x]\n", "\xff\xfe",
+		// Keys that differ in case only: a case-insensitive typed decode
+		// would take the second namespace, the applied document the first.
+		`{"apiVersion":"workloads.trellis.dev/v1alpha1","kind":"TrellisService","metadata":{"name":"a","namespace":"team-a","Namespace":"kube-system"},"spec":{}}`,
+		strings.Replace(goodService, "  namespace: team-a\n", "  namespace: team-a\n  Name: other\n", 1)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -91,13 +103,25 @@ func FuzzDecode(f *testing.F) {
 		if (sub == nil) == (len(probs) == 0) {
 			t.Fatalf("Decode gave %v and %d problems", sub, len(probs))
 		}
-		if sub != nil {
-			if sub.Obj.GetName() == "" || sub.Obj.GetNamespace() == "" {
-				t.Fatalf("decoded a workload without name or namespace")
-			}
-			if _, ok := kindByName(sub.Kind()); !ok {
-				t.Fatalf("decoded unknown kind %q", sub.Kind())
-			}
+		if sub == nil {
+			return
+		}
+		if sub.Obj.GetName() == "" || sub.Obj.GetNamespace() == "" {
+			t.Fatalf("decoded a workload without name or namespace")
+		}
+		if _, ok := kindByName(sub.Kind()); !ok {
+			t.Fatalf("decoded unknown kind %q", sub.Kind())
+		}
+		raw := &unstructured.Unstructured{Object: sub.Raw}
+		if raw.GetKind() != sub.Kind() || raw.GetNamespace() != sub.Obj.GetNamespace() || raw.GetName() != sub.Obj.GetName() {
+			t.Fatalf("checked %s %s/%s but would apply %s %s/%s", sub.Kind(), sub.Obj.GetNamespace(), sub.Obj.GetName(), raw.GetKind(), raw.GetNamespace(), raw.GetName())
+		}
+		again, probs := Decode(sub.Canonical)
+		if probs != nil {
+			t.Fatalf("the canonical form of a workload is refused: %v", probs)
+		}
+		if again.Digest != sub.Digest {
+			t.Fatalf("the canonical form has another digest: %s, was %s", again.Digest, sub.Digest)
 		}
 	})
 }
