@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/gateway/api"
@@ -23,6 +24,11 @@ import (
 // sets), and the submission's id, digest and submitter as annotations. A
 // dry run writes nothing.
 func (g *Gateway) apply(ctx context.Context, sub *Submission, id *Identity, subID string, dryRun bool) (*unstructured.Unstructured, error) {
+	return applyTo(ctx, g.dyn, sub, id, subID, dryRun)
+}
+
+// applyTo is apply to another apiserver's client (the fleet's).
+func applyTo(ctx context.Context, dyn dynamic.Interface, sub *Submission, id *Identity, subID string, dryRun bool) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(sub.Raw)}
 	for _, f := range []string{"resourceVersion", "uid", "generation", "creationTimestamp", "managedFields", "selfLink"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)
@@ -45,7 +51,7 @@ func (g *Gateway) apply(ctx context.Context, sub *Submission, id *Identity, subI
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	out, err := g.dyn.Resource(sub.kind.GVR()).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, opts)
+	out, err := dyn.Resource(sub.kind.GVR()).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, opts)
 	if err != nil {
 		return nil, fmt.Errorf("server-side apply of %s %s/%s: %w", sub.kind.Kind, u.GetNamespace(), u.GetName(), err)
 	}

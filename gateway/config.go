@@ -15,6 +15,10 @@ import (
 type Config struct {
 	// Rest is the gateway's own client configuration (its ServiceAccount).
 	Rest *rest.Config
+	// Fleet, when set, is the fleet's (Karmada's) apiserver: a submission
+	// that carries a Placement goes there instead of to this cluster,
+	// through the same checks (trellis-gateway --fleet).
+	Fleet *rest.Config
 	// Namespace holds the policy and trust bundle ConfigMaps and the
 	// runtime profile (default trellis-system).
 	Namespace string

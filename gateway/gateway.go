@@ -34,6 +34,7 @@ type Gateway struct {
 	cfg       Config
 	cache     cache.Cache
 	dyn       dynamic.Interface
+	fleet     dynamic.Interface // the fleet's apiserver (Config.Fleet), or nil
 	authn     *Authenticator
 	authz     *Authorizer
 	limiter   *RateLimiter
@@ -71,7 +72,16 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, cache: c, dyn: dyn, audit: NewAuditor(cfg.Audit), results: newResultCache(cfg.Clock), metrics: newMetrics()}
+	var fleetDyn dynamic.Interface
+	if cfg.Fleet != nil {
+		fc := rest.CopyConfig(cfg.Fleet)
+		fc.UserAgent = UserAgent
+		fc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return timingTransport{next: rt} })
+		if fleetDyn, err = dynamic.NewForConfig(fc); err != nil {
+			return nil, fmt.Errorf("failed to create the fleet's client: %w", err)
+		}
+	}
+	g := &Gateway{cfg: cfg, cache: c, dyn: dyn, fleet: fleetDyn, audit: NewAuditor(cfg.Audit), results: newResultCache(cfg.Clock), metrics: newMetrics()}
 	g.authn = NewAuthenticator(Authenticator{
 		Roots: g.roots, TrustDomain: td, Reviews: kube.AuthenticationV1().TokenReviews(),
 		Audiences: cfg.Audiences, Clock: cfg.Clock,

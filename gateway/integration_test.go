@@ -229,6 +229,19 @@ spec:
 		e.nothingWritten("trellisservices", "team-a", "late")
 	})
 
+	t.Run("PlacementWithoutFleet", func(t *testing.T) {
+		body := append(service("placed"), []byte(`---
+apiVersion: fleet.trellis.dev/v1alpha1
+kind: Placement
+metadata: {name: placed, namespace: team-a}
+spec:
+  workloads: [{kind: TrellisService, name: placed}]
+`)...)
+		_, err := probe.Submit(ctx, body, gwclient.SubmitOptions{})
+		refused(t, err, http.StatusBadRequest, "Placement", "--fleet")
+		e.nothingWritten("trellisservices", "team-a", "placed")
+	})
+
 	t.Run("ZeroAPIRequestsForCachedReads", func(t *testing.T) {
 		// Warm the authorization cache, then read.
 		_, err := ci.List(ctx, "team-a", "trellisservices")

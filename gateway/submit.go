@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/gateway/api"
@@ -50,9 +51,14 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		q.fail(http.StatusBadRequest, "BadRequest", "failed to read the body: "+err.Error(), nil)
 		return
 	}
+	body, placementDoc := splitPlacement(body)
 	sub, probs := Decode(body)
 	if probs != nil {
 		q.fail(http.StatusBadRequest, "Invalid", problemsMessage(probs), probs)
+		return
+	}
+	if placementDoc != nil {
+		g.submitToFleet(q, sub, placementDoc, dryRun)
 		return
 	}
 	ns, name := sub.Obj.GetNamespace(), sub.Obj.GetName()
@@ -94,7 +100,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, probs, err := g.check(r.Context(), q, sub, existing, r.Header.Get(api.HeaderSignature))
+	res, probs, err := g.check(r.Context(), q, sub, existing, r.Header.Get(api.HeaderSignature), g.dyn)
 	q.rec.Checks = res.Checks
 	if err != nil {
 		g.metrics.submissions.WithLabelValues("failed").Inc()
@@ -153,7 +159,10 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 // server-side dry-run apply: the CRD's schema and CEL rules), validation
 // (the admission webhook's code), provenance, signature, quota. The dry
 // run's result gives the diff.
-func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string) (*api.SubmitResult, []api.Problem, error) {
+// The schema check's dry run goes to dyn: this cluster's apiserver, or the
+// fleet's for a placed submission (whose quota check is skipped: the
+// cluster's ResourceQuotas do not bound the fleet).
+func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string, dyn dynamic.Interface) (*api.SubmitResult, []api.Problem, error) {
 	res := &api.SubmitResult{Kind: sub.kind.Kind, Namespace: sub.Obj.GetNamespace(), Name: sub.Obj.GetName(), DryRun: true, FieldManager: fieldManager(q.id)}
 	var all []api.Problem
 	record := func(name string, probs []api.Problem, skipped bool) {
@@ -168,7 +177,7 @@ func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existi
 		all = append(all, probs...)
 	}
 	// schema
-	dry, err := g.apply(ctx, sub, q.id, "", true)
+	dry, err := applyTo(ctx, dyn, sub, q.id, "", true)
 	if err != nil {
 		p := apiProblems(err)
 		if p == nil {
@@ -194,11 +203,15 @@ func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existi
 	record("provenance", checkProvenance(sub.Raw, policy), false)
 	skipped, sprobs := checkSignature(sub.Canonical, signature, policy)
 	record("signature", sprobs, skipped)
-	qprobs, err := g.checkQuota(ctx, sub, existing)
-	if err != nil {
-		return res, nil, err
+	if dyn != g.dyn {
+		record("quota", nil, true)
+	} else {
+		qprobs, err := g.checkQuota(ctx, sub, existing)
+		if err != nil {
+			return res, nil, err
+		}
+		record("quota", qprobs, false)
 	}
-	record("quota", qprobs, false)
 	res.Checks = append(res.Checks, api.CheckResult{Name: "ratelimit", Result: api.CheckPassed})
 	return res, all, nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trellis-dev/trellis/gateway"
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	var cfg gateway.Config
-	var audiences string
+	var audiences, fleetKubeconfig string
 	flag.StringVar(&cfg.Addr, "listen", ":8443", "HTTPS listen address")
 	flag.StringVar(&cfg.Namespace, "namespace", "trellis-system", "namespace of the policy and trust bundle ConfigMaps")
 	flag.StringVar(&cfg.TLSCertFile, "tls-cert", "/var/run/trellis/identity/cert.pem", "serving certificate chain (the pod identity)")
@@ -30,19 +31,20 @@ func main() {
 	flag.StringVar(&audiences, "audiences", "trellis-gateway", "comma-separated audiences a bearer token must be for")
 	flag.Float64Var(&cfg.RatePerSecond, "rate", 5, "submissions per second per identity")
 	flag.IntVar(&cfg.RateBurst, "burst", 20, "submission burst per identity")
+	flag.StringVar(&fleetKubeconfig, "fleet", "", "kubeconfig of the fleet's (Karmada's) apiserver: a submission with a Placement goes there (empty: none)")
 	flag.Parse()
 	cfg.Audiences = strings.Split(audiences, ",")
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	// The informers log through controller-runtime's logger: without one
 	// it prints a stack trace to say so.
 	ctrl.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
-	if err := run(cfg); err != nil {
+	if err := run(cfg, fleetKubeconfig); err != nil {
 		fmt.Fprintf(os.Stderr, "trellis-gateway: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg gateway.Config) error {
+func run(cfg gateway.Config, fleetKubeconfig string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rc, err := ctrl.GetConfig()
@@ -50,6 +52,11 @@ func run(cfg gateway.Config) error {
 		return err
 	}
 	cfg.Rest = rc
+	if fleetKubeconfig != "" {
+		if cfg.Fleet, err = clientcmd.BuildConfigFromFlags("", fleetKubeconfig); err != nil {
+			return fmt.Errorf("failed to read the fleet's kubeconfig %s: %w", fleetKubeconfig, err)
+		}
+	}
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err

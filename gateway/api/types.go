@@ -68,6 +68,9 @@ type SubmitResult struct {
 	Diff     string        `json:"diff,omitempty"`
 	Checks   []CheckResult `json:"checks"`
 	Warnings []string      `json:"warnings,omitempty"`
+	// Placement is the fleet's PropagationPolicy (namespace/name) a placed
+	// submission wrote or would write; empty for this cluster.
+	Placement string `json:"placement,omitempty"`
 	// FieldManager is the server-side apply field manager (the caller).
 	FieldManager string `json:"fieldManager,omitempty"`
 }

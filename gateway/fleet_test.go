@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const goodPlacement = `apiVersion: fleet.trellis.dev/v1alpha1
+kind: Placement
+metadata: {name: web, namespace: team-a}
+spec:
+  workloads: [{kind: TrellisService, name: web}]
+  spread: duplicated
+`
+
+func TestSplitPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		placed     bool
+	}{
+		{"workload alone", goodService, false},
+		{"JSON", `{"kind":"Placement","apiVersion":"fleet.trellis.dev/v1alpha1"}`, false},
+		{"workload then placement", goodService + "---\n" + goodPlacement, true},
+		{"placement then workload", goodPlacement + "---\n" + goodService, true},
+		{"two workloads", goodService + "---\n" + goodService, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, p := splitPlacement([]byte(tc.body))
+			if (p != nil) != tc.placed {
+				t.Fatalf("placement %q", p)
+			}
+			if !tc.placed {
+				if string(w) != tc.body {
+					t.Errorf("body changed: %q", w)
+				}
+				return
+			}
+			sub, probs := Decode(w)
+			if probs != nil {
+				t.Fatalf("the workload's documents do not decode: %v", probs)
+			}
+			if _, probs := decodePlacement(p, sub); probs != nil {
+				t.Errorf("placement refused: %v", probs)
+			}
+		})
+	}
+}
+
+// A placement's error names the line of the whole body.
+func TestPlacementErrorNamesTheBodysLine(t *testing.T) {
+	body := goodService + "---\n" + strings.Replace(goodPlacement, "spread: duplicated", "spread: everywhere", 1)
+	w, p := splitPlacement([]byte(body))
+	sub, probs := Decode(w)
+	if probs != nil {
+		t.Fatal(probs)
+	}
+	_, probs = decodePlacement(p, sub)
+	line := strings.Count(goodService, "\n") + 1 + 6 // the separator, then the sixth line
+	if len(probs) != 1 || !strings.Contains(probs[0].Message, "placement:"+strconv.Itoa(line)+":") {
+		t.Errorf("want a problem at placement:%d, got %v", line, probs)
+	}
+}
+
+func TestDecodePlacementPlacesTheWorkloadOnly(t *testing.T) {
+	sub, _ := Decode([]byte(goodService))
+	for _, tc := range []struct{ name, from, to, field string }{
+		{"another workload", "name: web}]", "name: db}]", "Placement spec.workloads[0]"},
+		{"every workload", "  workloads: [{kind: TrellisService, name: web}]\n", "", "Placement spec.workloads"},
+		{"another namespace", "namespace: team-a}", "namespace: team-b}", "Placement metadata.namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, probs := decodePlacement([]byte(strings.Replace(goodPlacement, tc.from, tc.to, 1)), sub)
+			if len(probs) == 0 || probs[0].Field != tc.field {
+				t.Errorf("want a problem at %s, got %v", tc.field, probs)
+			}
+		})
+	}
+}
