@@ -44,6 +44,7 @@ type readResult struct {
 	apiserverCPU, gwCPU time.Duration
 	etcdCPU, benchCPU   time.Duration
 	achieved            float64
+	handled             float64 // reads the gateway answered, its clients waiting or not
 }
 
 const digest = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -320,12 +321,15 @@ func (b *bench) directReads(ctx context.Context) error {
 func (b *bench) reads(_ context.Context, ua string, do func(j, i int) (*http.Response, error)) (readResult, error) {
 	n := int(b.o.readRate * b.o.readFor.Seconds())
 	pids := b.pids()
+	h0 := b.gatewayMetric(`trellis_gateway_requests_total{action="get"`) + b.gatewayMetric(`trellis_gateway_requests_total{action="status"`)
 	cpu0, sch0, from := procstat.SampleCPU(pids), sampleSched(pids), time.Now()
 	samples := paced(n, b.o.readRate, func(i int) (*http.Response, error) { return do((i*7919)%b.o.workloads, i) })
 	to := time.Now()
 	cpu1, sch1 := procstat.SampleCPU(pids), sampleSched(pids)
 	wall := to.Sub(from)
+	time.Sleep(time.Second) // let the gateway finish what its clients gave up on
 	r := readResult{sum: summarize(samples, wall), byResource: map[string]int{}}
+	r.handled = b.gatewayMetric(`trellis_gateway_requests_total{action="get"`) + b.gatewayMetric(`trellis_gateway_requests_total{action="status"`) - h0
 	r.achieved = float64(r.sum.ok) / wall.Seconds()
 	time.Sleep(2 * time.Second) // the audit log is written in batches
 	evs, err := b.e.cp.ReadAudit("", from, to)
@@ -355,6 +359,12 @@ func (b *bench) reads(_ context.Context, ua string, do func(j, i int) (*http.Res
 		fmt.Printf("    %-45s %d\n", k, r.byResource[k])
 	}
 	procstat.PrintCPU(os.Stdout, "reads", cpu0, cpu1, wall, 0)
+	if r.handled > 0 {
+		fmt.Printf("  trellis-gateway answered %.0f reads, %.2f ms of its CPU each\n", r.handled, ms(r.gwCPU)/r.handled)
+	}
+	if r.byCaller > 0 && ua != gateway.UserAgent {
+		fmt.Printf("  kube-apiserver served %d reads, %.2f ms of its CPU each\n", r.byCaller, ms(r.apiserverCPU)/float64(r.byCaller))
+	}
 	printSched(sch0, sch1, gatewayName, "kube-apiserver", "etcd", "bench (load generator)")
 	fmt.Println()
 	return r, nil

@@ -37,6 +37,8 @@ func (b *bench) table() {
 	fmt.Printf("| etcd CPU | %s | %s |\n", cpu(g.etcdCPU, g.sum.wall), cpu(d.etcdCPU, d.sum.wall))
 	fmt.Printf("| trellis-gateway CPU | %s | %s |\n", cpu(g.gwCPU, g.sum.wall), cpu(d.gwCPU, d.sum.wall))
 	fmt.Printf("| load generator CPU | %s | %s |\n", cpu(g.benchCPU, g.sum.wall), cpu(d.benchCPU, d.sum.wall))
+	fmt.Printf("| CPU per read answered, of the process serving it | trellis-gateway %.2f ms (%.0f reads) | kube-apiserver %.2f ms (%d reads) |\n",
+		ms(g.gwCPU)/max(1, g.handled), g.handled, ms(d.apiserverCPU)/float64(max(1, d.byCaller)), d.byCaller)
 	fmt.Printf("\n| trellis-gateway memory, %d workloads cached | RSS | Go heap in use |\n|---|---|---|\n", b.o.workloads)
 	fmt.Printf("| idle | %.0f MiB | %.0f MiB |\n", b.rssMiB, b.heapMiB)
 	fmt.Printf("| after the gateway reads (RSS) | %.0f MiB | |\n", b.rssAfterReadsMiB)
