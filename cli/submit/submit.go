@@ -93,6 +93,9 @@ func Print(w io.Writer, res *api.SubmitResult) {
 	default:
 		fmt.Fprintf(w, "%s %s (resourceVersion %s, field manager %s)\n", what, res.Action, res.ResourceVersion, res.FieldManager)
 	}
+	if res.Placement != "" {
+		fmt.Fprintf(w, "placement: %s (the fleet's PropagationPolicy)\n", res.Placement)
+	}
 	var checks []string
 	for _, c := range res.Checks {
 		checks = append(checks, c.Name+" "+c.Result)
