@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -53,11 +54,14 @@ type Authenticator struct {
 	// tokens caches successful reviews by token hash, briefly.
 	tokens *cache.LRUExpireCache
 	ttl    time.Duration
+	// flight: one review per token at a time (see Authorizer.flight).
+	flight *singleflight.Group
 }
 
 // NewAuthenticator caches successful token reviews for ttl, at most size.
 func NewAuthenticator(a Authenticator, ttl time.Duration, size int) *Authenticator {
 	a.tokens = cache.NewLRUExpireCacheWithClock(size, a.Clock)
+	a.flight = &singleflight.Group{}
 	a.ttl = ttl
 	return &a
 }
@@ -121,6 +125,21 @@ func (a *Authenticator) token(ctx context.Context, tok string) (*Identity, error
 	if v, ok := a.tokens.Get(key); ok {
 		return v.(*Identity), nil
 	}
+	v, err, _ := a.flight.Do(key, func() (any, error) {
+		if v, ok := a.tokens.Get(key); ok {
+			return v, nil
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return a.review(ctx, key, tok)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Identity), nil
+}
+
+func (a *Authenticator) review(ctx context.Context, key, tok string) (*Identity, error) {
 	tr, err := a.Reviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: tok, Audiences: a.Audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("token review failed: %w", err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -30,8 +31,12 @@ type AccessReviewer interface {
 // the answer briefly (allowed and denied for their own TTLs) in a bounded
 // LRU cache: there is no second permission system.
 type Authorizer struct {
-	reviews           AccessReviewer
-	cache             *cache.LRUExpireCache
+	reviews AccessReviewer
+	cache   *cache.LRUExpireCache
+	// flight makes the callers of one question that is not cached wait
+	// for one review: when a busy identity's decision expires, hundreds
+	// of its requests in flight would otherwise each send one.
+	flight            singleflight.Group
 	allowTTL, denyTTL time.Duration
 }
 
@@ -52,6 +57,26 @@ func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, res
 	if v, ok := a.cache.Get(key); ok {
 		return v.(decision).err(id, namespace, resource, verb)
 	}
+	v, err, _ := a.flight.Do(key, func() (any, error) {
+		if v, ok := a.cache.Get(key); ok {
+			return v, nil
+		}
+		// Shared by every waiter: not cancelled with the first one's
+		// request.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return a.review(ctx, key, id, namespace, resource, verb)
+	})
+	if err != nil {
+		return err
+	}
+	return v.(decision).err(id, namespace, resource, verb)
+}
+
+// reviewTimeout bounds a token or access review shared by many requests.
+const reviewTimeout = 10 * time.Second
+
+func (a *Authorizer) review(ctx context.Context, key string, id *Identity, namespace, resource, verb string) (decision, error) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range id.Extra {
 		extra[k] = v
@@ -61,7 +86,7 @@ func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, res
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: resource},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("subject access review failed: %w", err)
+		return decision{}, fmt.Errorf("subject access review failed: %w", err)
 	}
 	d := decision{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason}
 	ttl := a.denyTTL
@@ -69,7 +94,7 @@ func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, res
 		ttl = a.allowTTL
 	}
 	a.cache.Add(key, d, ttl)
-	return d.err(id, namespace, resource, verb)
+	return d, nil
 }
 
 func (d decision) err(id *Identity, namespace, resource, verb string) error {

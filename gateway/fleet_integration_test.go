@@ -40,7 +40,7 @@ spec:
 func TestIntegrationFleetSubmit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	kcp, err := karmada.Start(ctx, t.TempDir(), karmada.Options{})
+	kcp, err := karmada.Start(ctx, t.TempDir(), karmada.Options{Failover: true}) // the bundle's taint policy needs it
 	if err != nil {
 		t.Fatal(err)
 	}
