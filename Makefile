@@ -110,7 +110,7 @@ fuzz: ## Fuzz the cluster-definition decoder and the gateway's submission decode
 BENCH_N ?= 1000
 
 .PHONY: bench
-bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin among them) and the bench/ commands (controller, ZooKeeper, log shipper, rollouts, reads, surge)
+bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin among them) and the bench/ commands (controller, ZooKeeper, log shipper, rollouts, reads, surge, gateway)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/ ./daemons/netd/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$\|/daemons/netd$$')
 	$(GO) run ./bench/controller -n $(BENCH_N)
@@ -123,6 +123,7 @@ bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin amon
 	$(GO) run ./bench/awsrollout -nodes 6
 	$(GO) run ./bench/reads -nodes 50 -pods 2000
 	$(GO) run ./bench/surge -planned 300 -factor 3
+	$(GO) run ./bench/gateway -submit-rates 50 -read-rate 1000 -workloads 10000
 
 .PHONY: bench-scale
 bench-scale: tools-node tools-kwok build ## 2,500 kwok nodes, 35,000 pods: QPS by client, mutating p99, memory, etcd size
