@@ -121,7 +121,7 @@ spec:
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				_, err := tc.client.Submit(ctx, tc.body, gwclient.SubmitOptions{})
-				refused(t, err, tc.code, tc.want...)
+				_ = refused(t, err, tc.code, tc.want...)
 			})
 		}
 		for _, name := range []string{"greedy", "spread", "moved", "unpinned", "sneaky"} {

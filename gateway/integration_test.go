@@ -238,7 +238,7 @@ spec:
   workloads: [{kind: TrellisService, name: placed}]
 `)...)
 		_, err := probe.Submit(ctx, body, gwclient.SubmitOptions{})
-		refused(t, err, http.StatusBadRequest, "Placement", "--fleet")
+		_ = refused(t, err, http.StatusBadRequest, "Placement", "--fleet")
 		e.nothingWritten("trellisservices", "team-a", "placed")
 	})
 
