@@ -47,6 +47,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require github.com/coreos/go-oidc/v3 v3.21.0 // indirect
+
 require (
 	al.essio.dev/pkg/shellescape v1.5.1 // indirect
 	cloud.google.com/go/auth v0.17.0 // indirect

@@ -1,0 +1,112 @@
+package console
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Console is the web console's HTTP handler.
+type Console struct {
+	cfg     Config
+	pages   map[string]*template.Template
+	handler http.Handler
+}
+
+// New builds the console.
+func New(cfg Config) (*Console, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{"age": func(t time.Time) string { return age(cfg.Clock.Now(), t) }}
+	for _, p := range []string{"workloads", "submit", "signin", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[p] = t
+	}
+	static, err := fs.Sub(webFS, "web/static")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/workloads", http.StatusSeeOther) })
+	mux.HandleFunc("GET /signin", c.signin)
+	mux.HandleFunc("GET /callback", c.callback)
+	mux.HandleFunc("POST /signout", c.signedIn(c.signout))
+	mux.HandleFunc("GET /workloads", c.signedIn(c.workloads))
+	mux.HandleFunc("GET /watch", c.signedIn(c.watch))
+	mux.HandleFunc("GET /submit", c.signedIn(c.submitForm))
+	mux.HandleFunc("POST /submit", c.signedIn(c.submit))
+	c.handler = headers(mux)
+	return c, nil
+}
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// signedIn runs h for a signed-in person, checking the CSRF token of every
+// form; anyone else is sent to sign in.
+func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *Session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, err := c.session(r)
+		if errors.Is(err, errNoSession) {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.render(w, http.StatusUnauthorized, "error", page{Title: "Not signed in", Message: err.Error()})
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 2<<20)
+			if !csrfOK(r, s) {
+				c.render(w, http.StatusForbidden, "error", page{Session: s, Title: "Refused", Message: "the form's CSRF token is missing or wrong: reload the page and try again"})
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+// page is what every template gets.
+type page struct {
+	Session   *Session
+	Title     string
+	Nav       string
+	Namespace string
+	Message   string
+	Data      any
+}
+
+func (c *Console) render(w http.ResponseWriter, code int, name string, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_ = c.pages[name].Execute(w, p)
+}
+
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case t.IsZero():
+		return "-"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}

@@ -1,0 +1,96 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/trellis-dev/trellis/gateway/api"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func (c *Console) namespace(r *http.Request) (string, bool) {
+	ns := r.FormValue("namespace")
+	if ns == "" {
+		ns = c.cfg.DefaultNamespace
+	}
+	return ns, len(validation.IsDNS1123Label(ns)) == 0
+}
+
+// workloads lists a namespace's workloads, if the API would.
+func (c *Console) workloads(w http.ResponseWriter, r *http.Request, s *Session) {
+	ns, ok := c.namespace(r)
+	p := page{Session: s, Title: "Workloads", Nav: "workloads", Namespace: ns}
+	if !ok {
+		p.Message = "namespace " + ns + " is not a valid name"
+		c.render(w, http.StatusBadRequest, "error", p)
+		return
+	}
+	l := api.WorkloadList{}
+	code, apiErr, err := c.call(r, s, http.MethodGet, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads", nil, &l)
+	switch {
+	case err != nil:
+		p.Message = err.Error()
+		c.render(w, http.StatusBadGateway, "error", p)
+	case apiErr != nil:
+		// What the API refuses, the page does not show.
+		p.Title, p.Message = apiErr.Reason, apiErr.Message
+		c.render(w, code, "error", p)
+	default:
+		p.Data = l.Items
+		c.render(w, http.StatusOK, "workloads", p)
+	}
+}
+
+// watch streams the gateway's server-sent events for a namespace to the
+// page: one informer-fed stream per tab, no polling of the apiserver.
+func (c *Console) watch(w http.ResponseWriter, r *http.Request, s *Session) {
+	ns, ok := c.namespace(r)
+	if !ok {
+		http.Error(w, "invalid namespace", http.StatusBadRequest)
+		return
+	}
+	req := r.Clone(gatewayContext(r, s))
+	req.URL = &url.URL{Path: "/v1/namespaces/" + ns + "/watch"}
+	req.RequestURI = ""
+	req.Pattern = ""
+	c.cfg.API.ServeHTTP(w, req)
+}
+
+// submitView is the submit page's state.
+type submitView struct {
+	Body     string
+	DryRun   bool
+	Result   *api.SubmitResult
+	Error    *api.Error
+	Problems []api.Problem
+}
+
+func (c *Console) submitForm(w http.ResponseWriter, r *http.Request, s *Session) {
+	c.render(w, http.StatusOK, "submit", page{Session: s, Title: "Submit", Nav: "submit", Data: submitView{}})
+}
+
+// submit runs the gateway's submit endpoint: a dry run (every check, with
+// every problem and its field path) or the submission itself.
+func (c *Console) submit(w http.ResponseWriter, r *http.Request, s *Session) {
+	body := strings.TrimSpace(r.PostFormValue("workload"))
+	v := submitView{Body: body, DryRun: r.PostFormValue("action") != "submit"}
+	target := "/v1/workloads"
+	if v.DryRun {
+		target += "?" + api.QueryDryRun + "=true"
+	}
+	res := &api.SubmitResult{}
+	code, apiErr, err := c.call(r, s, http.MethodPost, target, []byte(body), res)
+	p := page{Session: s, Title: "Submit", Nav: "submit"}
+	switch {
+	case err != nil:
+		p.Message = err.Error()
+		code = http.StatusBadGateway
+	case apiErr != nil:
+		v.Error, v.Problems = apiErr, apiErr.Problems
+	default:
+		v.Result = res
+	}
+	p.Data = v
+	c.render(w, code, "submit", p)
+}

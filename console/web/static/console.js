@@ -1,0 +1,41 @@
+// Live updates for the workloads page: one EventSource per tab on the
+// console's /watch, which is the gateway's informer-fed stream (no
+// polling). Rows are added, updated or removed in place.
+"use strict";
+(function () {
+  var live = document.getElementById("live");
+  var table = document.getElementById("workloads");
+  if (!live || !table || !window.EventSource) { return; }
+  var ns = live.getAttribute("data-namespace");
+  var body = table.tBodies[0];
+  function cell(tr, i, text, cls) {
+    var td = tr.cells[i] || tr.insertCell(i);
+    td.textContent = text;
+    if (cls) { td.className = cls; }
+  }
+  function age(created) {
+    var s = Math.max(0, (Date.now() - Date.parse(created)) / 1000);
+    if (s < 60) { return Math.floor(s) + "s"; }
+    if (s < 3600) { return Math.floor(s / 60) + "m"; }
+    if (s < 172800) { return Math.floor(s / 3600) + "h"; }
+    return Math.floor(s / 86400) + "d";
+  }
+  function apply(type, e) {
+    var w = JSON.parse(e.data).workload;
+    var id = "w-" + w.kind + "-" + w.name;
+    var tr = document.getElementById(id);
+    if (type === "DELETED") { if (tr) { tr.remove(); } return; }
+    if (!tr) { tr = body.insertRow(-1); tr.id = id; }
+    cell(tr, 0, w.kind); cell(tr, 1, w.name);
+    cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
+    cell(tr, 3, w.reason || ""); cell(tr, 4, age(w.created));
+    var empty = document.getElementById("empty");
+    if (empty) { empty.remove(); }
+  }
+  var es = new EventSource("/watch?namespace=" + encodeURIComponent(ns));
+  ["ADDED", "MODIFIED", "DELETED"].forEach(function (t) {
+    es.addEventListener(t, function (e) { apply(t, e); });
+  });
+  es.onopen = function () { live.textContent = "Live updates: on"; };
+  es.onerror = function () { live.textContent = "Live updates: reconnecting"; };
+}());
