@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,9 @@ type Clock interface{ Now() time.Time }
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// MountPath is where the gateway serves the console.
+const MountPath = "/console"
 
 // Config is the console's configuration; New applies the defaults.
 type Config struct {
@@ -30,7 +34,16 @@ type Config struct {
 	// Insecure drops the Secure flag from cookies: plain-HTTP loopback
 	// development only. Default false.
 	Insecure bool
-	Clock    Clock
+	// BasePath is where the console is mounted ("/console" in the
+	// gateway); links and redirects start with it. Default "" (the root).
+	BasePath string
+	// Capacity gives the usage history the capacity page forecasts from;
+	// nil shows quotas and usage without a forecast.
+	Capacity HistorySource
+	// Horizon is how far ahead the capacity page forecasts (default 30
+	// days).
+	Horizon time.Duration
+	Clock   Clock
 }
 
 func (c *Config) defaults() error {
@@ -45,6 +58,9 @@ func (c *Config) defaults() error {
 	}
 	if c.DefaultNamespace == "" {
 		c.DefaultNamespace = "default"
+	}
+	if c.BasePath == "/" || strings.HasSuffix(c.BasePath, "/") {
+		return errors.New("console: Config.BasePath must be empty or not end in /")
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}

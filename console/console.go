@@ -27,8 +27,11 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
-	funcs := template.FuncMap{"age": func(t time.Time) string { return age(cfg.Clock.Now(), t) }}
-	for _, p := range []string{"workloads", "submit", "signin", "error"} {
+	funcs := template.FuncMap{
+		"age":  func(t time.Time) string { return age(cfg.Clock.Now(), t) },
+		"base": func() string { return cfg.BasePath },
+	}
+	for _, p := range []string{"workloads", "submit", "capacity", "signin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -41,7 +44,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/workloads", http.StatusSeeOther) })
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, c.cfg.BasePath+"/workloads", http.StatusSeeOther)
+	})
 	mux.HandleFunc("GET /signin", c.signin)
 	mux.HandleFunc("GET /callback", c.callback)
 	mux.HandleFunc("POST /signout", c.signedIn(c.signout))
@@ -49,6 +54,8 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /watch", c.signedIn(c.watch))
 	mux.HandleFunc("GET /submit", c.signedIn(c.submitForm))
 	mux.HandleFunc("POST /submit", c.signedIn(c.submit))
+	mux.HandleFunc("GET /capacity", c.signedIn(c.capacity))
+	mux.HandleFunc("GET /capacity/plot.svg", c.signedIn(c.plot))
 	c.handler = headers(mux)
 	return c, nil
 }
@@ -63,7 +70,7 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *Session))
 		s, err := c.session(r)
 		if errors.Is(err, errNoSession) {
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, c.cfg.BasePath+"/signin?next="+url.QueryEscape(c.cfg.BasePath+r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			c.render(w, http.StatusUnauthorized, "error", page{Title: "Not signed in", Message: err.Error()})

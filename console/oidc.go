@@ -32,13 +32,20 @@ type OIDC struct {
 	// HTTPClient reaches the issuer (its CA); default http.DefaultClient.
 	HTTPClient *http.Client
 
-	once     sync.Once
+	mu       sync.Mutex
 	provider *oidc.Provider
-	err      error
 }
 
+// setup discovers the issuer once it answers; a failed discovery is
+// retried at the next sign-in, so a provider that starts after the
+// gateway is picked up.
 func (o *OIDC) setup(ctx context.Context) error {
-	o.once.Do(func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.provider != nil {
+		return nil
+	}
+	{
 		if o.UsernameClaim == "" {
 			o.UsernameClaim = "email"
 		}
@@ -51,12 +58,13 @@ func (o *OIDC) setup(ctx context.Context) error {
 		if o.GroupsPrefix == "" {
 			o.GroupsPrefix = "oidc:"
 		}
-		o.provider, o.err = oidc.NewProvider(o.ctx(ctx), o.Issuer)
-		if o.err != nil {
-			o.err = fmt.Errorf("failed to discover the OIDC issuer %s: %w", o.Issuer, o.err)
+		p, err := oidc.NewProvider(o.ctx(ctx), o.Issuer)
+		if err != nil {
+			return fmt.Errorf("failed to discover the OIDC issuer %s: %w", o.Issuer, err)
 		}
-	})
-	return o.err
+		o.provider = p
+	}
+	return nil
 }
 
 func (o *OIDC) ctx(ctx context.Context) context.Context {
@@ -86,7 +94,7 @@ func random() string {
 func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	next := r.FormValue("next")
 	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/workloads"
+		next = c.cfg.BasePath + "/workloads"
 	}
 	o := c.cfg.OIDC
 	if o == nil {
@@ -186,5 +194,5 @@ func (o *OIDC) claims(idt *oidc.IDToken) (string, []string, error) {
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, _ *Session) {
 	c.setCookie(w, c.cookieName(), "", -time.Second, http.SameSiteStrictMode)
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	http.Redirect(w, r, c.cfg.BasePath+"/signin", http.StatusSeeOther)
 }

@@ -53,7 +53,13 @@ type decision struct {
 // Authorize returns nil when id may do verb on resource (plural, in the
 // workload group) in namespace, else an error wrapping ErrForbidden.
 func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, resource, verb string) error {
-	key := cacheKey(id, namespace, resource, verb)
+	return a.AuthorizeGroup(ctx, id, namespace, v1alpha1.GroupVersion.Group, resource, verb)
+}
+
+// AuthorizeGroup is Authorize for a resource of any API group ("" is the
+// core group: resourcequotas).
+func (a *Authorizer) AuthorizeGroup(ctx context.Context, id *Identity, namespace, group, resource, verb string) error {
+	key := cacheKey(id, namespace, group+"/"+resource, verb)
 	if v, ok := a.cache.Get(key); ok {
 		return v.(decision).err(id, namespace, resource, verb)
 	}
@@ -65,7 +71,7 @@ func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, res
 		// request.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		return a.review(ctx, key, id, namespace, resource, verb)
+		return a.review(ctx, key, id, namespace, group, resource, verb)
 	})
 	if err != nil {
 		return err
@@ -76,14 +82,14 @@ func (a *Authorizer) Authorize(ctx context.Context, id *Identity, namespace, res
 // reviewTimeout bounds a token or access review shared by many requests.
 const reviewTimeout = 10 * time.Second
 
-func (a *Authorizer) review(ctx context.Context, key string, id *Identity, namespace, resource, verb string) (decision, error) {
+func (a *Authorizer) review(ctx context.Context, key string, id *Identity, namespace, group, resource, verb string) (decision, error) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range id.Extra {
 		extra[k] = v
 	}
 	sar, err := a.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User: id.User, UID: id.UID, Groups: id.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: resource},
+		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: resource},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return decision{}, fmt.Errorf("subject access review failed: %w", err)

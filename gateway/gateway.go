@@ -44,6 +44,7 @@ type Gateway struct {
 	locks     [64]sync.Mutex
 	metrics   *metrics
 	handler   http.Handler
+	mux       *http.ServeMux
 	ready     atomic.Bool
 }
 

@@ -52,14 +52,19 @@ func (q *request) authenticate() bool {
 // authorize answers 403 unless the caller may do verb on resource.
 func (q *request) authorize(namespace, resource, verb string) bool {
 	if err := q.g.authz.Authorize(q.r.Context(), q.id, namespace, resource, verb); err != nil {
-		code, reason := http.StatusForbidden, "Forbidden"
-		if !errors.Is(err, ErrForbidden) {
-			code, reason = http.StatusServiceUnavailable, "Unavailable"
-		}
-		q.fail(code, reason, err.Error(), nil)
+		q.authzFailed(err)
 		return false
 	}
 	return true
+}
+
+// authzFailed answers 403 for a refusal, 503 when the review failed.
+func (q *request) authzFailed(err error) {
+	code, reason := http.StatusForbidden, "Forbidden"
+	if !errors.Is(err, ErrForbidden) {
+		code, reason = http.StatusServiceUnavailable, "Unavailable"
+	}
+	q.fail(code, reason, err.Error(), nil)
 }
 
 // fail answers an api.Error and audits the refusal.

@@ -18,6 +18,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.HandleFunc(api.RouteStatus, g.status)
 	mux.HandleFunc(api.RouteEvents, g.eventsOf)
 	mux.HandleFunc(api.RouteWatch, g.watch)
+	mux.HandleFunc(api.RouteQuotas, g.quotas)
 	mux.HandleFunc(api.RouteHealthz, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc(api.RouteReadyz, func(w http.ResponseWriter, r *http.Request) {
 		if !g.ready.Load() {
@@ -27,5 +28,12 @@ func (g *Gateway) routes() http.Handler {
 		_, _ = w.Write([]byte("ok"))
 	})
 	mux.Handle(api.RouteMetrics, promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
+	g.mux = mux
 	return mux
+}
+
+// Mount serves h under prefix (a path ending in "/") beside the API, on
+// the same HTTPS server: the web console. Call it before Run.
+func (g *Gateway) Mount(prefix string, h http.Handler) {
+	g.mux.Handle(prefix, h)
 }

@@ -32,19 +32,21 @@ func main() {
 	flag.Float64Var(&cfg.RatePerSecond, "rate", 5, "submissions per second per identity")
 	flag.IntVar(&cfg.RateBurst, "burst", 20, "submission burst per identity")
 	flag.StringVar(&fleetKubeconfig, "fleet", "", "kubeconfig of the fleet's (Karmada's) apiserver: a submission with a Placement goes there (empty: none)")
+	var cf consoleFlags
+	cf.register()
 	flag.Parse()
 	cfg.Audiences = strings.Split(audiences, ",")
 	cfg.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	// The informers log through controller-runtime's logger: without one
 	// it prints a stack trace to say so.
 	ctrl.SetLogger(logr.FromSlogHandler(cfg.Log.Handler()))
-	if err := run(cfg, fleetKubeconfig); err != nil {
+	if err := run(cfg, fleetKubeconfig, &cf); err != nil {
 		fmt.Fprintf(os.Stderr, "trellis-gateway: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg gateway.Config, fleetKubeconfig string) error {
+func run(cfg gateway.Config, fleetKubeconfig string, cf *consoleFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rc, err := ctrl.GetConfig()
@@ -59,6 +61,9 @@ func run(cfg gateway.Config, fleetKubeconfig string) error {
 	}
 	g, err := gateway.New(cfg)
 	if err != nil {
+		return err
+	}
+	if err := cf.mount(g); err != nil {
 		return err
 	}
 	return g.Run(ctx)

@@ -21,6 +21,9 @@ const (
 	// RouteWatch streams WatchEvents as server-sent events (event: the
 	// type, data: the JSON), for a namespace (query kind= narrows).
 	RouteWatch = "GET /v1/namespaces/{namespace}/watch"
+	// RouteQuotas lists a namespace's ResourceQuotas with their usage
+	// (for a caller who may list resourcequotas there): QuotaList.
+	RouteQuotas = "GET /v1/namespaces/{namespace}/quotas"
 
 	RouteHealthz = "GET /healthz"
 	RouteReadyz  = "GET /readyz"

@@ -143,3 +143,19 @@ type WatchEvent struct {
 	Type     string   `json:"type"`
 	Workload Workload `json:"workload"`
 }
+
+// Quota is one ResourceQuota of a namespace: its hard limits and what is
+// used, as Kubernetes quantities.
+type Quota struct {
+	Name string            `json:"name"`
+	Hard map[string]string `json:"hard"`
+	Used map[string]string `json:"used"`
+	// Schedule is the forecast plan's schedule annotation, when the
+	// quota has one (trellis quota apply writes it).
+	Schedule string `json:"schedule,omitempty"`
+}
+
+// QuotaList is the answer of RouteQuotas.
+type QuotaList struct {
+	Items []Quota `json:"items"`
+}

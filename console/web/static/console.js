@@ -6,7 +6,6 @@
   var live = document.getElementById("live");
   var table = document.getElementById("workloads");
   if (!live || !table || !window.EventSource) { return; }
-  var ns = live.getAttribute("data-namespace");
   var body = table.tBodies[0];
   function cell(tr, i, text, cls) {
     var td = tr.cells[i] || tr.insertCell(i);
@@ -32,7 +31,7 @@
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }
-  var es = new EventSource("/watch?namespace=" + encodeURIComponent(ns));
+  var es = new EventSource(live.getAttribute("data-watch"));
   ["ADDED", "MODIFIED", "DELETED"].forEach(function (t) {
     es.addEventListener(t, function (e) { apply(t, e); });
   });

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -24,6 +25,22 @@ func (r Report) Save(path string) error {
 	}
 	if err := p.Save(24*vg.Centimeter, 12*vg.Centimeter, path); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteSVG draws the report as SVG to w (the web console serves it).
+func (r Report) WriteSVG(w io.Writer) error {
+	p, err := r.plot()
+	if err != nil {
+		return err
+	}
+	wt, err := p.WriterTo(24*vg.Centimeter, 12*vg.Centimeter, "svg")
+	if err != nil {
+		return fmt.Errorf("failed to draw the %s %s plot: %w", r.Namespace, r.Resource, err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("failed to write the %s %s plot: %w", r.Namespace, r.Resource, err)
 	}
 	return nil
 }
