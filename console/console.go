@@ -31,7 +31,7 @@ func New(cfg Config) (*Console, error) {
 		"age":  func(t time.Time) string { return age(cfg.Clock.Now(), t) },
 		"base": func() string { return cfg.BasePath },
 	}
-	for _, p := range []string{"workloads", "submit", "capacity", "signin", "error"} {
+	for _, p := range []string{"workloads", "submit", "capacity", "signin", "signedin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -94,7 +94,9 @@ type page struct {
 	Nav       string
 	Namespace string
 	Message   string
-	Data      any
+	// Refresh, when set, is where the page sends the browser on load.
+	Refresh string
+	Data    any
 }
 
 func (c *Console) render(w http.ResponseWriter, code int, name string, p page) {

@@ -93,7 +93,7 @@ func random() string {
 
 func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	next := r.FormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
 		next = c.cfg.BasePath + "/workloads"
 	}
 	o := c.cfg.OIDC
@@ -161,11 +161,15 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setCookie(w, cookieState, "", -time.Second, http.SameSiteLaxMode)
-	if _, err := c.NewSession(w, user, groups); err != nil {
+	sess, err := c.NewSession(w, user, groups)
+	if err != nil {
 		fail(http.StatusInternalServerError, err.Error())
 		return
 	}
-	http.Redirect(w, r, st.Next, http.StatusSeeOther)
+	// Not a redirect: the session cookie is SameSite=Strict, and a
+	// browser does not send it on a redirect chain that began at the
+	// provider (cross-site). A refresh from this page is same-site.
+	c.render(w, http.StatusOK, "signedin", page{Session: sess, Title: "Signed in", Refresh: st.Next})
 }
 
 // claims maps an ID token to the user name and groups.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks what `make test` needs beyond Go and `make tools`: the programs the
 # tests run (openssl, ip, iptables, ZooKeeper on Java, python3-kazoo,
-# Prometheus, and moto, the AWS API emulator). As root with apt-get it installs the missing Debian packages;
+# Prometheus, chromium, and moto, the AWS API emulator). As root with apt-get it installs the missing Debian packages;
 # otherwise it fails at once, naming every missing package and the command
 # that installs them. `make test`, `make test-integration` and .ci/run call it.
 #
@@ -49,6 +49,7 @@ check_packages() {
   /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 ||
     need python3-kazoo "an independent ZooKeeper client, run by /usr/bin/python3 (daemons/zkregistrar/serverset)"
   have prometheus || need prometheus "a real Prometheus for the quota planner's source (governance/quota)"
+  have chromium || need chromium "the web console's browser test, driven by chromedp (console)"
 }
 
 # check_aws: the AWS API emulator the AWS tests run against, found the way

@@ -6,10 +6,12 @@
 package oidcdev
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -45,6 +47,22 @@ func (users) ExampleClientID() string { return "service" }
 
 var _ storage.UserStore = users(nil)
 
+// assertingStorage hands out the client with its userinfo claims (email,
+// profile) asserted in the ID token, which the console maps to a user.
+type assertingStorage struct{ *storage.Storage }
+
+func (s assertingStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return assertingClient{c}, nil
+}
+
+type assertingClient struct{ op.Client }
+
+func (assertingClient) IDTokenUserinfoClaimsAssertion() bool { return true }
+
 // New returns the provider's HTTP handler (discovery, keys, authorize,
 // token, userinfo, and the /login/username password form).
 func New(cfg Config) (http.Handler, error) {
@@ -58,19 +76,27 @@ func New(cfg Config) (http.Handler, error) {
 	provider, err := op.NewProvider(&op.Config{
 		CryptoKey: key, CodeMethodS256: true, AuthMethodPost: true,
 		SupportedUILocales: []language.Tag{language.English},
-	}, st, op.StaticIssuer(cfg.Issuer), op.WithAllowInsecure())
+	}, assertingStorage{st}, op.StaticIssuer(cfg.Issuer), op.WithAllowInsecure())
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the OIDC provider: %w", err)
 	}
 	mux := http.NewServeMux()
 	callback := op.AuthCallbackURL(provider)
+	// The login form's answer redirects to the client: CSP form-action
+	// covers redirects, so it names the redirect URIs' origins.
+	formAction := "'self'"
+	for _, u := range cfg.RedirectURIs {
+		if p, err := url.Parse(u); err == nil {
+			formAction += " " + p.Scheme + "://" + p.Host
+		}
+	}
 	mux.HandleFunc("GET /login/username", func(w http.ResponseWriter, r *http.Request) {
-		renderLogin(w, r.FormValue("authRequestID"), "")
+		renderLogin(w, formAction, r.FormValue("authRequestID"), "")
 	})
 	mux.Handle("POST /login/username", op.NewIssuerInterceptor(provider.IssuerFromRequest).HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.FormValue("id")
 		if err := st.CheckUsernamePassword(r.FormValue("username"), r.FormValue("password"), id); err != nil {
-			renderLogin(w, id, "wrong user name or password")
+			renderLogin(w, formAction, id, "wrong user name or password")
 			return
 		}
 		http.Redirect(w, r, callback(r.Context(), id), http.StatusFound)
@@ -90,8 +116,8 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <p><button type="submit">Sign in</button></p>
 </form></main></body></html>`))
 
-func renderLogin(w http.ResponseWriter, id, msg string) {
+func renderLogin(w http.ResponseWriter, formAction, id, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action "+formAction+"; frame-ancestors 'none'")
 	_ = loginPage.Execute(w, struct{ ID, Error string }{id, msg})
 }

@@ -1,0 +1,122 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+type browser struct {
+	t       *testing.T
+	ctx     context.Context
+	out     string
+	weights map[string]pageWeight
+}
+
+// pageWeight is what the browser's Performance API says of a page.
+type pageWeight struct {
+	Bytes       int     `json:"bytes"`       // document and its resources, as transferred
+	FirstRender float64 `json:"firstRender"` // first contentful paint, ms from navigation start
+	Resources   int     `json:"resources"`
+}
+
+func (b *browser) run(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.fail(err)
+	}
+}
+
+func (b *browser) fail(err error) {
+	b.t.Helper()
+	url, _ := chromedp.Run(b.ctx, chromedp.Location())
+	b.shot("failure")
+	b.t.Fatalf("browser at %s: %v", url, err)
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.fail(err)
+	}
+	return s
+}
+
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.fail(err)
+	}
+	return v
+}
+
+// signIn opens target, is sent to the provider, and signs in as user.
+func (b *browser) signIn(target, user string) {
+	b.t.Helper()
+	b.run(chromedp.Navigate(target), chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), user), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS(`.who`)))
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	if strings.HasPrefix(loc, "http://") {
+		b.t.Fatalf("still at the provider after signing in as %s: %s", user, loc)
+	}
+	if got := b.text(`.who`); got != "oidc:"+user+"@example.com" {
+		b.t.Fatalf("signed in as %q, want oidc:%s@example.com", got, user)
+	}
+}
+
+func (b *browser) shot(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(b.out, name+".png"), png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
+
+// measure records the page's weight and first render.
+func (b *browser) measure(name string) {
+	b.t.Helper()
+	w := eval[pageWeight](b, `(() => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  const res = performance.getEntriesByType("resource");
+  const fcp = performance.getEntriesByName("first-contentful-paint")[0];
+  let bytes = nav.transferSize || nav.encodedBodySize;
+  for (const r of res) { bytes += r.transferSize || r.encodedBodySize; }
+  return {bytes: bytes, firstRender: fcp ? fcp.startTime : nav.domContentLoadedEventEnd, resources: res.length};
+})()`)
+	b.weights[name] = w
+	if w.Bytes > 200<<10 {
+		b.t.Errorf("%s weighs %d bytes, over 200 kB", name, w.Bytes)
+	}
+}
+
+// waitText waits until sel's text is want.
+func waitText(sel, want string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, err := chromedp.Text(chromedp.CSS(sel))(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if got == want {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s says %q, want %q", sel, got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}

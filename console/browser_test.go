@@ -1,0 +1,124 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestIntegrationBrowser uses the console as a person would, in Debian's
+// chromium driven by chromedp: sign in with OIDC, see a workload's
+// readiness, submit a refused workload and read every reason with its
+// field, fix it and submit it, see it become Ready without a reload, see
+// the capacity plot, and be refused as an identity RBAC does not allow.
+// Screenshots and each page's weight and first render go to the artifact
+// directory ($TRELLIS_TEST_ARTIFACTS, else a temporary one it prints).
+func TestIntegrationBrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (hack/test-deps.sh installs it): %v", err)
+	}
+	out := artifacts(t)
+	e := startBrowserEnv(t)
+	e.create(t, service("web", registry+"/team-a/web"+digest))
+	e.setReady(t, "web", "True", "PodsReady")
+
+	actx, stop := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1100, 1000),
+		// The gateway's test certificate is self-signed.
+		chromedp.Flag("ignore-certificate-errors", true),
+	)...)
+	defer stop()
+	bctx, stop := chromedp.NewContext(actx)
+	defer stop()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser
+		t.Fatalf("failed to start %s: %v", chromium, err)
+	}
+	ctx, stop := context.WithTimeout(bctx, 90*time.Second)
+	defer stop()
+	b := &browser{t: t, ctx: ctx, out: out, weights: map[string]pageWeight{}}
+
+	// Sign in as alice; the workloads page shows the sample Ready.
+	b.signIn(e.console+"/workloads?namespace=team-a", "alice")
+	b.run(chromedp.WaitVisible(chromedp.CSS(`tr[id$="-web"] td.ready-True`)))
+	b.measure("workloads")
+	b.shot("workloads")
+
+	// A refused dry run lists every problem with its field path.
+	b.run(chromedp.Navigate(e.console+"/submit"), chromedp.WaitVisible(chromedp.ID("workload")),
+		chromedp.SetValue(chromedp.ID("workload"), service("api", "docker.io/library/nginx:latest")),
+		chromedp.Click(chromedp.CSS(`button[value="dry-run"]`)), chromedp.WaitVisible(chromedp.ID("problems")))
+	problems := b.text(`#problems`)
+	for _, want := range []string{"spec.template.containers[0].image", "not pinned by digest", "registry docker.io"} {
+		if !strings.Contains(problems, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, problems)
+		}
+	}
+	b.measure("submit")
+	b.shot("submit-refused")
+
+	// Fixed, it is submitted.
+	b.run(chromedp.SetValue(chromedp.ID("workload"), service("api", registry+"/team-a/api"+digest)),
+		chromedp.Click(chromedp.CSS(`button[value="submit"]`)), chromedp.WaitVisible(chromedp.ID("result")))
+	if got := b.text(`#result`); !strings.Contains(got, "team-a/api created") {
+		t.Errorf("submission result %q, want team-a/api created", got)
+	}
+	b.shot("submit-created")
+
+	// It becomes Ready on the workloads page without a reload.
+	b.run(chromedp.Navigate(e.console+"/workloads?namespace=team-a"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[id$="-api"]`)), waitText(`#live`, "Live updates: on"),
+	)
+	eval[bool](b, `window.notReloaded = true`)
+	e.setReady(t, "api", "True", "PodsReady")
+	b.run(chromedp.WaitVisible(chromedp.CSS(`tr[id$="-api"] td.ready-True`)))
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Errorf("the page was reloaded to show the change")
+	}
+	b.shot("workloads-live")
+
+	// The capacity page: the quota, usage, lead time and the plot.
+	b.run(chromedp.Navigate(e.console+"/capacity?namespace=team-a"), chromedp.WaitVisible(chromedp.CSS(`figure.plot img`)))
+	plotWidth, err := chromedp.Run(b.ctx, chromedp.Poll[int](`document.querySelector("figure.plot img").naturalWidth || null`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || plotWidth == 0 {
+		t.Errorf("the capacity plot did not load")
+	}
+	if got := b.text(`#quotas`); !strings.Contains(got, "requests.cpu") || !strings.Contains(got, " days") {
+		t.Errorf("the capacity table lacks requests.cpu and its lead time:\n%s", got)
+	}
+	b.measure("capacity")
+	b.shot("capacity")
+
+	// bob is signed in but RBAC gives him nothing: no workload, no quota.
+	b.run(chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.CSS(`body`)))
+	b.signIn(e.console+"/workloads?namespace=team-a", "bob")
+	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, "api") {
+		t.Errorf("bob's workloads page: %q, want a refusal and no workload", got)
+	}
+	b.shot("refused")
+	b.run(chromedp.Navigate(e.console+"/capacity?namespace=team-a"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not list resourcequotas") {
+		t.Errorf("bob's capacity page: %q, want a refusal", got)
+	}
+	wb, _ := json.MarshalIndent(b.weights, "", "  ")
+	must(t, os.WriteFile(filepath.Join(out, "weights.json"), wb, 0o644))
+	t.Logf("page weights and first render: %s", wb)
+}
+
+func artifacts(t *testing.T) string {
+	dir := os.Getenv("TRELLIS_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir = filepath.Join(dir, "console")
+	must(t, os.MkdirAll(dir, 0o755))
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
