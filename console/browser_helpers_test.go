@@ -28,7 +28,10 @@ type pageWeight struct {
 
 func (b *browser) run(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
+	// Each step waits at most 20 s, so a broken page fails fast.
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.fail(err)
 	}
 }

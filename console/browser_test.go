@@ -97,7 +97,8 @@ func TestIntegrationBrowser(t *testing.T) {
 	b.shot("capacity")
 
 	// bob is signed in but RBAC gives him nothing: no workload, no quota.
-	b.run(chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.CSS(`body`)))
+	// Signing out ends on a page of the console.
+	b.run(chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.ID("signin")))
 	b.signIn(e.console+"/workloads?namespace=team-a", "bob")
 	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, "api") {
 		t.Errorf("bob's workloads page: %q, want a refusal and no workload", got)

@@ -198,5 +198,8 @@ func (o *OIDC) claims(idt *oidc.IDToken) (string, []string, error) {
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, _ *Session) {
 	c.setCookie(w, c.cookieName(), "", -time.Second, http.SameSiteStrictMode)
-	http.Redirect(w, r, c.cfg.BasePath+"/signin", http.StatusSeeOther)
+	// A page, not a redirect to the provider: the CSP's form-action
+	// 'self' covers a form's redirects, and a person who signs out wants
+	// to stay out.
+	c.render(w, http.StatusOK, "signin", page{Title: "Signed out", Message: "You are signed out.", Data: c.cfg.BasePath + "/signin"})
 }
