@@ -73,7 +73,14 @@ func signIn(t *testing.T, c *console.Console, user string) (*http.Cookie, string
 	return rec.Result().Cookies()[0], s.CSRF
 }
 
-func do(c http.Handler, method, target string, ck *http.Cookie, form url.Values) *http.Response {
+// reply is a recorded answer (a recorder's body needs no closing).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+	Body       string
+}
+
+func do(c http.Handler, method, target string, ck *http.Cookie, form url.Values) reply {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -87,16 +94,7 @@ func do(c http.Handler, method, target string, ck *http.Cookie, form url.Values)
 	}
 	w := httptest.NewRecorder()
 	c.ServeHTTP(w, r)
-	return w.Result()
-}
-
-func read(t *testing.T, r *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return reply{StatusCode: w.Code, Header: w.Header(), Body: w.Body.String()}
 }
 
 func TestSessionCookieFlags(t *testing.T) {
@@ -115,7 +113,7 @@ func TestEveryAnswerHasStrictCSP(t *testing.T) {
 		if got := resp.Header.Get("Content-Security-Policy"); got != console.CSP {
 			t.Errorf("%s: CSP %q, want %q", target, got, console.CSP)
 		}
-		body := read(t, resp)
+		body := resp.Body
 		if regexp.MustCompile(`<script(?:\s[^>]*)?>[^<]|<script>|\son[a-z]+=|\sstyle=`).MatchString(body) {
 			t.Errorf("%s: inline script, handler or style in the page", target)
 		}
@@ -135,13 +133,15 @@ func TestFormWithoutCSRFTokenIsRefused(t *testing.T) {
 		"wrong":   {"workload": {"kind: Service"}, "csrf": {tok + "x"}},
 	} {
 		resp := do(c, http.MethodPost, "/submit", ck, form)
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(read(t, resp), "CSRF") {
+		body := resp.Body
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "CSRF") {
 			t.Errorf("%s token: %d, want 403 naming CSRF", name, resp.StatusCode)
 		}
 	}
 	// Another session's token is wrong too.
 	_, other := signIn(t, c, "oidc:alice")
-	if resp := do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {other}}); resp.StatusCode != http.StatusForbidden {
+	resp := do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {other}})
+	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("another session's token: %d, want 403", resp.StatusCode)
 	}
 	if n := f.calls.Load(); n != 0 {
@@ -176,7 +176,7 @@ func TestRefusedIdentitySeesNoWorkloads(t *testing.T) {
 	c, _ := newConsole(t)
 	ck, _ := signIn(t, c, "oidc:bob")
 	resp := do(c, http.MethodGet, "/workloads?namespace=team-a", ck, nil)
-	body := read(t, resp)
+	body := resp.Body
 	if resp.StatusCode != http.StatusForbidden || strings.Contains(body, "nightly") || !strings.Contains(body, "may not list") {
 		t.Fatalf("bob: %d, want 403 with the API's reason and no workload:\n%s", resp.StatusCode, body)
 	}
@@ -186,11 +186,11 @@ func TestPagesGolden(t *testing.T) {
 	c, _ := newConsole(t)
 	ck, tok := signIn(t, c, "oidc:alice")
 	csrf := regexp.MustCompile(regexp.QuoteMeta(tok))
-	for name, resp := range map[string]*http.Response{
+	for name, resp := range map[string]reply{
 		"workloads": do(c, http.MethodGet, "/workloads?namespace=team-a", ck, nil),
 		"refused":   do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {tok}, "workload": {"kind: Service\nmetadata: {name: web}"}, "action": {"dry-run"}}),
 	} {
-		body := csrf.ReplaceAllString(read(t, resp), "CSRF-TOKEN")
+		body := csrf.ReplaceAllString(resp.Body, "CSRF-TOKEN")
 		golden.Assert(t, "testdata/"+name+".golden.html", []byte(body))
 		if len(body) > 200<<10 {
 			t.Errorf("%s: %d bytes, over 200 kB", name, len(body))
