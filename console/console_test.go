@@ -38,6 +38,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(api.Error{Reason: "Forbidden", Message: "oidc:bob may not list workloads in team-a"})
 		return
 	}
+	if strings.HasSuffix(r.URL.Path, "/quotas") {
+		_ = json.NewEncoder(w).Encode(api.QuotaList{Items: []api.Quota{{Name: "compute",
+			Hard: map[string]string{"requests.cpu": "6", "pods": "40"}, Used: map[string]string{"requests.cpu": "4", "pods": "12"}}}})
+		return
+	}
 	if r.Method == http.MethodPost {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(api.Error{Reason: "Invalid", Message: "the workload was refused: 2 problems", Problems: []api.Problem{
