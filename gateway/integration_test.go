@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -311,6 +312,15 @@ spec:
 func TestIntegrationAuthorizationMatrix(t *testing.T) {
 	e := startEnv(t, gateway.Config{})
 	ctx := context.Background()
+	// Quotas are core resources: only team-b's viewer may list team-b's.
+	_, err := e.cp.Client.RbacV1().Roles("team-b").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "quota-viewer"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"list"},
+	}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = e.cp.Client.RbacV1().RoleBindings("team-b").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "quota-viewer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "team-b", Name: "viewer"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "quota-viewer"}}, metav1.CreateOptions{})
+	must(t, err)
 	callers := map[string]*gwclient.Client{
 		"team-a/ci (mTLS)":      e.pod("team-a", "ci"),
 		"team-a/ci (token)":     e.token("team-a", "ci", audience),
@@ -322,11 +332,12 @@ func TestIntegrationAuthorizationMatrix(t *testing.T) {
 	allowed := map[string]bool{
 		"team-a/ci team-a create": true, "team-a/ci team-a list": true, "team-a/ci team-a get": true, "team-a/ci team-a watch": true,
 		"team-b/viewer team-b list": true, "team-b/viewer team-b get": true, "team-b/viewer team-b watch": true,
+		"team-b/viewer team-b quotas": true,
 	}
 	for caller, c := range callers {
 		who, _, _ := strings.Cut(caller, " ")
 		for _, ns := range []string{"team-a", "team-b"} {
-			for _, verb := range []string{"create", "list", "get", "watch"} {
+			for _, verb := range []string{"create", "list", "get", "watch", "quotas"} {
 				var err error
 				switch verb {
 				case "create":
@@ -335,6 +346,8 @@ func TestIntegrationAuthorizationMatrix(t *testing.T) {
 					_, err = c.List(ctx, ns, "trellisservices")
 				case "get":
 					_, err = c.Status(ctx, ns, "trellisservices", "absent")
+				case "quotas":
+					_, err = c.Quotas(ctx, ns)
 				case "watch":
 					wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 					err = c.Watch(wctx, ns, "trellisservices", func(api.WatchEvent) {})

@@ -83,6 +83,12 @@ func (c *Client) List(ctx context.Context, ns, kind string) (*api.WorkloadList, 
 	return &out, c.do(ctx, http.MethodGet, u, nil, nil, &out)
 }
 
+// Quotas lists a namespace's ResourceQuotas and their usage.
+func (c *Client) Quotas(ctx context.Context, ns string) (*api.QuotaList, error) {
+	var out api.QuotaList
+	return &out, c.do(ctx, http.MethodGet, fmt.Sprintf("%s/v1/namespaces/%s/quotas", c.Server, url.PathEscape(ns)), nil, nil, &out)
+}
+
 // Status returns a workload's conditions, pods and events.
 func (c *Client) Status(ctx context.Context, ns, kind, name string) (*api.Status, error) {
 	var out api.Status
