@@ -87,8 +87,7 @@ func interruptedDelete(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy
 				t.Fatalf("delete ended before its first pass was over (%v):\n%s\n%s", err, out.String(), errb.String())
 			case <-deadline:
 				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatalf("no pass finished in 3m:\n%s\n%s", out.String(), errb.String())
+				t.Fatalf("no pass finished in 3m (killed: %v):\n%s\n%s", <-exited, out.String(), errb.String())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -101,8 +100,7 @@ func interruptedDelete(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy
 		case err = <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
-			t.Fatalf("delete still running 10s after SIGTERM:\n%s\n%s", out.String(), errb.String())
+			t.Fatalf("delete still running 10s after SIGTERM (killed: %v):\n%s\n%s", <-exited, out.String(), errb.String())
 		}
 		t.Logf("delete stopped %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 		o := out.String()
