@@ -58,6 +58,9 @@ func TestGatewaySubmit(t *testing.T) {
 	ci.Spec.Template.NodeSelector = nil
 	ci.Spec.Template.ServiceAccountName = sa
 	must(t, createdOrExists(cl.Create(ctx, ci)))
+	// The control-plane node is nearly full (2 CPUs requested 95%): the
+	// tests after this one need the CPU back.
+	t.Cleanup(func() { _ = cl.Delete(context.Background(), ci) })
 	pod := runningPod(t, ns, "ci")
 
 	// The gateway context that local up wrote, with the pod's identity
@@ -73,6 +76,18 @@ func TestGatewaySubmit(t *testing.T) {
 
 	// The policy allows the kind-loaded sample's repository.
 	allowRegistry(t, "docker.io/trellis")
+
+	// A reused cluster may hold an earlier run's hello-gw: the refusal
+	// below checks that nothing was written, so start without it.
+	removeHelloGW := func() {
+		_ = cl.Delete(context.Background(), &v1alpha1.TrellisService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hello-gw"}})
+	}
+	removeHelloGW()
+	t.Cleanup(removeHelloGW)
+	eventually(t, "no hello-gw left from an earlier run", time.Minute, func() (bool, string) {
+		err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "hello-gw"}, &v1alpha1.TrellisService{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+	})
 
 	// Refused: the sample's image is a tag, not a digest.
 	unpinned := submittable(ns, "hello-gw", "trellis/hello:0.1.0")
