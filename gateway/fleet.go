@@ -191,15 +191,7 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 		q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to write to the fleet: "+err.Error(), nil)
 		return
 	}
-	res.DryRun, res.Diff = false, ""
-	res.ResourceVersion, res.Generation = written.GetResourceVersion(), written.GetGeneration()
-	res.Action = api.ActionCreated
-	if existing != nil {
-		res.Action = api.ActionUpdated
-		if existing.GetResourceVersion() == written.GetResourceVersion() {
-			res.Action = api.ActionUnchanged
-		}
-	}
+	setWritten(res, existing, written)
 	res.Warnings = append(res.Warnings, "placed in the fleet: this gateway's reads show its own cluster, not the fleet")
 	q.rec.Result, q.rec.ResourceVersion = res.Action, res.ResourceVersion
 	g.metrics.submissions.WithLabelValues(res.Action).Inc()

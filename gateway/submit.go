@@ -128,15 +128,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to write the workload: "+err.Error(), nil)
 		return
 	}
-	res.DryRun, res.Diff = false, ""
-	res.ResourceVersion, res.Generation = written.GetResourceVersion(), written.GetGeneration()
-	res.Action = api.ActionCreated
-	if existing != nil {
-		res.Action = api.ActionUpdated
-		if existing.GetResourceVersion() == written.GetResourceVersion() {
-			res.Action = api.ActionUnchanged
-		}
-	}
+	setWritten(res, existing, written)
 	waitStart := time.Now()
 	err = g.waitFor(r.Context(), sub.kind, ns, name, written.GetResourceVersion())
 	q.cache = time.Since(waitStart)
@@ -296,3 +288,17 @@ func lockIndex(key string) int {
 }
 
 var _ = unstructured.Unstructured{}
+
+// setWritten records a write's outcome in res: created, updated, or
+// unchanged when the apply left the resource version as it was.
+func setWritten(res *api.SubmitResult, existing, written client.Object) {
+	res.DryRun, res.Diff = false, ""
+	res.ResourceVersion, res.Generation = written.GetResourceVersion(), written.GetGeneration()
+	res.Action = api.ActionCreated
+	if existing != nil {
+		res.Action = api.ActionUpdated
+		if existing.GetResourceVersion() == written.GetResourceVersion() {
+			res.Action = api.ActionUnchanged
+		}
+	}
+}
