@@ -109,7 +109,11 @@ spec:
 		_ = cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 	start = time.Now()
-	hello := trellisService(ns, "hello", "general", false)
+	// On highmem (the worker): the general node is the control plane,
+	// whose CPU requests the platform holds to 1.66 of its 2 CPUs; with
+	// Karmada's pods and the hourly quota Job's 100m there, a second
+	// 120m replica did not fit (seen: "1 of 2 ready", Insufficient cpu).
+	hello := trellisService(ns, "hello", "highmem", true)
 	hello.Spec.Replicas = new(int32(2))
 	if err := fcl.Create(ctx, hello); err != nil {
 		t.Fatal(err)
@@ -119,7 +123,7 @@ spec:
 		if err != nil {
 			return false, err.Error()
 		}
-		return d.Status.ReadyReplicas == 2, fmt.Sprintf("deployment: %d of 2 ready", d.Status.ReadyReplicas)
+		return d.Status.ReadyReplicas == 2, fmt.Sprintf("deployment: %d of 2 ready%s", d.Status.ReadyReplicas, unscheduled(ctx, ns))
 	})
 	t.Logf("applied at the fleet -> 2 pods Ready in the member: %s", time.Since(start).Round(time.Second))
 	eventually(t, "the fleet's copy Ready (status aggregated from the member)", 2*time.Minute, func() (bool, string) {
@@ -147,4 +151,22 @@ func removeFleet(t *testing.T) {
 	_ = cs.CoreV1().Namespaces().Delete(ctx, "karmada-cluster", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoles().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
+}
+
+// unscheduled names the namespace's pods the scheduler has not placed,
+// with its reason, so that a wait for Ready says why it waits.
+func unscheduled(ctx context.Context, ns string) string {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "; pods: " + err.Error()
+	}
+	var why string
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+				why += fmt.Sprintf("; %s unscheduled: %s", p.Name, c.Message)
+			}
+		}
+	}
+	return why
 }
