@@ -52,6 +52,18 @@ func Kinds() []string {
 	return out
 }
 
+// DividesReplicas says whether the fleet divides kind's spec.replicas
+// between members; a kind that does not runs whole in every member its
+// placement selects.
+func DividesReplicas(kind string) bool {
+	for _, k := range interpretations {
+		if k.Kind == kind {
+			return k.Replicas
+		}
+	}
+	return false
+}
+
 // RetainReplicasAnnotation on a fleet workload says its members own
 // spec.replicas (a member's HorizontalPodAutoscaler scales it): Karmada
 // keeps each member's value instead of its division. Karmada's own

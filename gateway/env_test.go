@@ -87,6 +87,16 @@ func startEnv(t *testing.T, cfg gateway.Config) *env {
 		must(t, err)
 	}
 
+	e.url = e.startGateway(cfg)
+	return e
+}
+
+// startGateway starts a gateway replica on the env's control plane with
+// cfg and returns its URL; the first one is the env's.
+func (e *env) startGateway(cfg gateway.Config) string {
+	t := e.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	chain, key := e.leaf(spiffeid.RequireFromSegments(spiffeid.RequireTrustDomainFromString(trustDomain), "ns", "trellis-system", "sa", "trellis-gateway"), time.Hour, time.Now(), "localhost")
@@ -96,22 +106,26 @@ func startEnv(t *testing.T, cfg gateway.Config) *env {
 	must(t, os.WriteFile(keyFile, kb, 0o600))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	cfg.Rest, cfg.Listener, cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Audit = cp.Config, ln, certFile, keyFile, e.audit
-	if e.gw, err = gateway.New(cfg); err != nil {
+	cfg.Rest, cfg.Listener, cfg.TLSCertFile, cfg.TLSKeyFile, cfg.Audit = e.cp.Config, ln, certFile, keyFile, e.audit
+	gw, err := gateway.New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if e.gw == nil {
+		e.gw = gw
+	}
 	done := make(chan error, 1)
-	go func() { done <- e.gw.Run(ctx) }()
+	go func() { done <- gw.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("gateway: %v", err)
 		}
 	})
-	e.url = "https://" + ln.Addr().String()
+	url := "https://" + ln.Addr().String()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := e.httpClient(nil).Get(e.url + "/readyz")
+		resp, err := e.httpClient(nil).Get(url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -123,7 +137,7 @@ func startEnv(t *testing.T, cfg gateway.Config) *env {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return e
+	return url
 }
 
 func must(t testing.TB, err error) {

@@ -3,13 +3,9 @@ package gateway
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/fleet"
@@ -107,97 +103,4 @@ func decodePlacement(doc []byte, sub *Submission) (*fleet.Placement, []api.Probl
 		return nil, probs
 	}
 	return p, nil
-}
-
-// submitToFleet is submit for a workload with a placement: authorized,
-// checked and written the same way, but against the fleet's apiserver,
-// with the placement's PropagationPolicy beside it. The gateway's cache
-// is its own cluster's, so the answer does not wait for a cache.
-func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun bool) {
-	ctx := q.r.Context()
-	ns, name := sub.Obj.GetNamespace(), sub.Obj.GetName()
-	q.rec.Namespace, q.rec.Kind, q.rec.Name, q.rec.Digest = ns, sub.kind.Kind, name, sub.Digest
-	if g.fleet == nil {
-		msg := "this gateway places nothing in a fleet (it runs without --fleet): submit the workload without its Placement, or to the fleet's gateway"
-		q.fail(http.StatusBadRequest, "Invalid", msg, []api.Problem{{Check: "placement", Field: "Placement", Message: msg}})
-		return
-	}
-	p, probs := decodePlacement(doc, sub)
-	if probs != nil {
-		q.fail(http.StatusBadRequest, "Invalid", problemsMessage(probs), probs)
-		return
-	}
-	var existing client.Object
-	switch u, err := g.fleet.Resource(sub.kind.GVR()).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to read the fleet's workload: "+err.Error(), nil)
-		return
-	default:
-		existing = u
-	}
-	verb := "create"
-	if existing != nil {
-		verb = "update"
-	}
-	if !q.authorize(ns, sub.kind.Resource, verb) {
-		return
-	}
-	res, probs, err := g.check(ctx, q, sub, existing, q.r.Header.Get(api.HeaderSignature), g.fleet)
-	q.rec.Checks = res.Checks
-	if err != nil {
-		g.metrics.submissions.WithLabelValues("failed").Inc()
-		q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
-		return
-	}
-	pp := p.PropagationPolicy()
-	res.Placement = ns + "/" + pp.GetName()
-	opts := metav1.ApplyOptions{FieldManager: fieldManager(q.id), Force: true}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	// The policy is applied (or dry-run) even when a check refused, so
-	// that Karmada's own refusal of it is among the problems too.
-	if _, err := g.fleet.Resource(PropagationPolicyGVR).Namespace(ns).Apply(ctx, pp.GetName(), pp, metav1.ApplyOptions{FieldManager: opts.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}); err != nil {
-		pprobs := apiProblems(err)
-		if pprobs == nil {
-			g.metrics.submissions.WithLabelValues("failed").Inc()
-			q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to check the placement in the fleet: "+err.Error(), nil)
-			return
-		}
-		for i := range pprobs {
-			pprobs[i].Check, pprobs[i].Field = "placement", strings.TrimSpace("Placement "+pprobs[i].Field)
-		}
-		probs = append(probs, pprobs...)
-	}
-	if len(probs) > 0 {
-		g.metrics.submissions.WithLabelValues("refused").Inc()
-		q.fail(http.StatusUnprocessableEntity, "Invalid", problemsMessage(probs), probs)
-		return
-	}
-	subID := q.r.Header.Get(api.HeaderSubmissionID)
-	res.SubmissionID = subID
-	if dryRun {
-		q.rec.Result = res.Action
-		q.ok(http.StatusOK, res)
-		return
-	}
-	written, err := applyTo(ctx, g.fleet, sub, q.id, subID, false)
-	if err == nil {
-		_, err = g.fleet.Resource(PropagationPolicyGVR).Namespace(ns).Apply(ctx, pp.GetName(), pp, opts)
-	}
-	if err != nil {
-		g.metrics.submissions.WithLabelValues("failed").Inc()
-		q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to write to the fleet: "+err.Error(), nil)
-		return
-	}
-	setWritten(res, existing, written)
-	res.Warnings = append(res.Warnings, "placed in the fleet: this gateway's reads show its own cluster, not the fleet")
-	q.rec.Result, q.rec.ResourceVersion = res.Action, res.ResourceVersion
-	g.metrics.submissions.WithLabelValues(res.Action).Inc()
-	code := http.StatusOK
-	if res.Action == api.ActionCreated {
-		code = http.StatusCreated
-	}
-	q.ok(code, res)
 }

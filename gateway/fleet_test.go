@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 const goodPlacement = `apiVersion: fleet.trellis.dev/v1alpha1
@@ -73,6 +76,48 @@ func TestDecodePlacementPlacesTheWorkloadOnly(t *testing.T) {
 			_, probs := decodePlacement([]byte(strings.Replace(goodPlacement, tc.from, tc.to, 1)), sub)
 			if len(probs) == 0 || probs[0].Field != tc.field {
 				t.Errorf("want a problem at %s, got %v", tc.field, probs)
+			}
+		})
+	}
+}
+
+func TestMemberBoundsFollowTheSelection(t *testing.T) {
+	var q frq
+	q.Namespace, q.Name = "team-a", "trellis-quota"
+	for _, m := range []string{"east", "west", "north"} {
+		q.Spec.StaticAssignments = append(q.Spec.StaticAssignments, struct {
+			ClusterName string              `json:"clusterName"`
+			Hard        corev1.ResourceList `json:"hard"`
+		}{m, corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("1")}})
+	}
+	q.Status.AggregatedStatus = append(q.Status.AggregatedStatus, struct {
+		ClusterName string              `json:"clusterName"`
+		Used        corev1.ResourceList `json:"used"`
+	}{"west", corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("400m")}})
+	names := func(rqs []corev1.ResourceQuota) string {
+		var out []string
+		for _, rq := range rqs {
+			h, u := rq.Spec.Hard[corev1.ResourceRequestsCPU], rq.Status.Used[corev1.ResourceRequestsCPU]
+			out = append(out, rq.Name+" "+h.String()+"/"+u.String())
+		}
+		return strings.Join(out, "; ")
+	}
+	for _, tc := range []struct {
+		name     string
+		selected []string
+		whole    bool
+		want     string
+	}{
+		{"every member, whole", nil, true, "trellis-quota in member east 1/0; trellis-quota in member west 1/400m; trellis-quota in member north 1/0"},
+		{"two members, whole", []string{"west", "east"}, true, "trellis-quota in member east 1/0; trellis-quota in member west 1/400m"},
+		{"every member, divided", nil, false, "trellis-quota across members east, north, west 3/400m"},
+		{"one member, divided", []string{"west"}, false, "trellis-quota across members west 1/400m"},
+		{"labels matching none", []string{}, false, ""},
+		{"a member without an assignment", []string{"south"}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := names(memberBounds(q, tc.selected, tc.whole)); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
 	}

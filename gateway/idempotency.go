@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,4 +74,42 @@ func (g *Gateway) previous(ctx context.Context, ns, id, digest string) (*api.Sub
 
 func conflict(id, kind, ns, name string) string {
 	return fmt.Sprintf("submission id %q was used for a different body (%s %s/%s): use a new id for a new submission", id, kind, ns, name)
+}
+
+// previousInFleet is previous for a placed submission: the ids this
+// replica answered, then the fleet's workloads of the namespace, whose
+// annotations carry the id and digest they were last written with (by
+// any replica, before any restart). The fleet has no cache here, so
+// this lists each kind once.
+func (g *Gateway) previousInFleet(ctx context.Context, ns, id, digest string, nsInFleet bool) (*api.SubmitResult, string, error) {
+	if v, ok := g.results.c.Get(fleetKey(ns) + "/" + id); ok {
+		f := v.(firstResult)
+		if f.digest != digest {
+			return nil, conflict(id, f.res.Kind, ns, f.res.Name), nil
+		}
+		return &f.res, "", nil
+	}
+	if !nsInFleet {
+		return nil, "", nil
+	}
+	for _, k := range kinds {
+		list, err := g.fleet.Resource(k.GVR()).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("failed to look up submission id %q in the fleet: %w", id, err)
+		}
+		for _, o := range list.Items {
+			a := o.GetAnnotations()
+			if a[api.AnnotationSubmissionID] != id {
+				continue
+			}
+			if a[api.AnnotationSubmissionDigest] != digest {
+				return nil, conflict(id, k.Kind, ns, o.GetName()), nil
+			}
+			return &api.SubmitResult{
+				Kind: k.Kind, Namespace: ns, Name: o.GetName(), ResourceVersion: o.GetResourceVersion(),
+				Generation: o.GetGeneration(), Action: api.ActionUnchanged, SubmissionID: id,
+			}, "", nil
+		}
+	}
+	return nil, "", nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/gateway/api"
 )
 
@@ -100,7 +101,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, probs, err := g.check(r.Context(), q, sub, existing, r.Header.Get(api.HeaderSignature), g.dyn)
+	res, probs, err := g.check(r.Context(), q, sub, existing, r.Header.Get(api.HeaderSignature), g.dyn, nil)
 	q.rec.Checks = res.Checks
 	if err != nil {
 		g.metrics.submissions.WithLabelValues("failed").Inc()
@@ -152,9 +153,9 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 // (the admission webhook's code), provenance, signature, quota. The dry
 // run's result gives the diff.
 // The schema check's dry run goes to dyn: this cluster's apiserver, or the
-// fleet's for a placed submission (whose quota check is skipped: the
-// cluster's ResourceQuotas do not bound the fleet).
-func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string, dyn dynamic.Interface) (*api.SubmitResult, []api.Problem, error) {
+// fleet's for a placed submission, whose quota check reads the fleet's
+// FederatedResourceQuotas for the members its placement selects.
+func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string, dyn dynamic.Interface, placement *fleet.Placement) (*api.SubmitResult, []api.Problem, error) {
 	res := &api.SubmitResult{Kind: sub.kind.Kind, Namespace: sub.Obj.GetNamespace(), Name: sub.Obj.GetName(), DryRun: true, FieldManager: fieldManager(q.id)}
 	var all []api.Problem
 	record := func(name string, probs []api.Problem, skipped bool) {
@@ -195,15 +196,16 @@ func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existi
 	record("provenance", checkProvenance(sub.Raw, policy), false)
 	skipped, sprobs := checkSignature(sub.Canonical, signature, policy)
 	record("signature", sprobs, skipped)
-	if dyn != g.dyn {
-		record("quota", nil, true)
+	var qprobs []api.Problem
+	if placement != nil {
+		qprobs, err = g.checkFleetQuota(ctx, sub, existing, placement)
 	} else {
-		qprobs, err := g.checkQuota(ctx, sub, existing)
-		if err != nil {
-			return res, nil, err
-		}
-		record("quota", qprobs, false)
+		qprobs, err = g.checkQuota(ctx, sub, existing)
 	}
+	if err != nil {
+		return res, nil, err
+	}
+	record("quota", qprobs, false)
 	res.Checks = append(res.Checks, api.CheckResult{Name: "ratelimit", Result: api.CheckPassed})
 	return res, all, nil
 }
@@ -265,6 +267,9 @@ func apiProblems(err error) []api.Problem {
 			out = append(out, api.Problem{Check: "schema", Message: st.Message})
 		}
 		return out
+	case apierrors.IsNotFound(err) && st.Details != nil && st.Details.Kind == "namespaces":
+		// NamespaceLifecycle: the workload's namespace does not exist.
+		return []api.Problem{{Check: "schema", Field: "metadata.namespace", Message: st.Message}}
 	case apierrors.IsBadRequest(err), apierrors.IsForbidden(err) && strings.Contains(st.Message, "admission webhook"):
 		return []api.Problem{{Check: "schema", Message: st.Message}}
 	}
