@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/gateway/api"
@@ -91,7 +90,7 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 	}
 	// The schema check's dry run needs the namespace: without it in the
 	// fleet, it runs on this cluster, whose CRDs are the same.
-	var target dynamic.Interface = g.fleet
+	target := g.fleet
 	if !nsInFleet {
 		target = g.dyn
 	}
