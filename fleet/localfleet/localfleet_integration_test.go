@@ -227,6 +227,7 @@ spec:
 `)
 	t.Run("weights", func(t *testing.T) { e.t = t; e.weights(ctx) })
 	t.Run("every kind", func(t *testing.T) { e.t = t; e.everyKind(ctx) })
+	t.Run("health and dependencies", func(t *testing.T) { e.t = t; e.health(ctx) })
 	t.Run("member-owned replicas", func(t *testing.T) { e.t = t; e.memberOwned(ctx) })
 	t.Run("federated quota", func(t *testing.T) { e.t = t; e.federatedQuota(ctx) })
 	t.Run("controller-manager killed mid-propagation", func(t *testing.T) { e.t = t; e.killController(ctx) })
