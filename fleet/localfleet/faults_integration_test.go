@@ -140,8 +140,6 @@ func (e *env) failover(ctx context.Context, victim string) {
 	t := e.t
 	key := client.ObjectKey{Namespace: "shop", Name: "web"}
 	total := e.webReplicas()
-	// maxUnavailable 25%, rounded up, of the fleet's replicas.
-	minAvailable := total - (total+3)/4
 	var others []string
 	for _, m := range e.members {
 		if m != victim {
@@ -173,32 +171,25 @@ func (e *env) failover(ctx context.Context, victim string) {
 	}
 	t.Logf("before: %v", before)
 
-	// Sample the serverset every 100ms until the end.
-	stop := make(chan struct{})
-	sampled := make(chan [2]int, 1)
-	go func() {
-		lowest, samples := 1<<30, 0
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				sampled <- [2]int{lowest, samples}
-				return
-			case <-tick.C:
-			}
-			if m, err := e.serverset("web"); err == nil {
-				lowest = min(lowest, len(m))
-				samples++
-			}
-		}
-	}()
+	// The serverset clients can use (liveWeb: registered, Ready, in a
+	// member that answers), every 100 ms until the end. Its floor is what
+	// the survivors ran before the loss: the lost member's replicas are
+	// gone until they run elsewhere, and the failover must add to the
+	// survivors' without ever taking theirs.
+	floor := total - before[victim]
+	sampler := e.sampleLiveWeb(ctx)
 	defer func() {
-		close(stop)
-		s := <-sampled
-		t.Logf("web's serverset: %d samples, never under %d (PDB minimum %d)", s[1], s[0], minAvailable)
-		if s[1] == 0 || s[0] < int(minAvailable) {
-			t.Errorf("web's serverset fell to %d members, under the PDB minimum %d (%d samples)", s[0], minAvailable, s[1])
+		s := sampler.result()
+		t.Logf("web's live serverset: %d samples (%d errored) over %s, lowest %d at %s (floor: the survivors' %d of %d)",
+			s.samples, s.errored, s.took.Round(time.Second), s.lowest, s.lowestAt, floor, total)
+		if want := int(2 * s.took.Seconds()); s.samples < want {
+			t.Errorf("web's live serverset: %d samples over %s, want at least %d (2/s)", s.samples, s.took.Round(time.Second), want)
+		}
+		if s.errored*100 > s.samples+s.errored {
+			t.Errorf("web's live serverset: %d of %d samples errored (over 1%%)", s.errored, s.samples+s.errored)
+		}
+		if s.lowest < int(floor) {
+			t.Errorf("web's live serverset fell to %d at %s, under the survivors' %d: the failover took replicas from a member that answered", s.lowest, s.lowestAt, floor)
 		}
 	}()
 
@@ -215,6 +206,10 @@ func (e *env) failover(ctx context.Context, victim string) {
 		return spec == total && ready == total, fmt.Errorf("others: %d replicas, %d ready (%v)", spec, ready, err)
 	})
 	took := time.Since(down)
+	e.eventually(fmt.Sprintf("web's live serverset back to %d", total), 30*time.Second, func(ctx context.Context) (bool, error) {
+		live, answered, err := e.liveWeb(ctx)
+		return err == nil && live == int(total), fmt.Errorf("%d live in %d members answering (%v)", live, answered, err)
+	})
 	t.Logf("failover: %s's apiserver killed -> web's %d replicas Ready in %v in %s (bound %s: %d bindings in the fleet)", victim, total, others, took.Round(time.Millisecond), bound.Round(time.Millisecond), queued)
 	if took > bound {
 		t.Errorf("failover took %s, over its bound %s (%s + the eviction of %d bindings)", took.Round(time.Millisecond), bound.Round(time.Millisecond), failoverBound, queued)
