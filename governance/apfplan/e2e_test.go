@@ -42,6 +42,19 @@ type phase struct {
 	// its, and how many creators it ran then.
 	outgrew         time.Duration
 	outgrewCreators int
+	// atOutgrew is the grown tenant's level, read from the scrape that
+	// first saw its request queued.
+	atOutgrew levelSeats
+}
+
+// levelSeats is one priority level's seats in one scrape of /metrics.
+type levelSeats struct {
+	nominal, current, executingSeats, executingRequests, inQueue float64
+}
+
+func (l levelSeats) String() string {
+	return fmt.Sprintf("nominal limit %.0f seats, current limit %.0f, executing %.0f requests in %.0f seats, %.0f queued",
+		l.nominal, l.current, l.executingRequests, l.executingSeats, l.inQueue)
 }
 
 func (p phase) queued(level, schema string) float64 { return p.maxQueued[level+"/"+schema] }
@@ -161,6 +174,9 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 			ph.queuedAt(apfplan.TenantsLevel), ph.queuedAt(apfplan.Prefix+"team-grow"))
 	}
 	tw.Flush()
+	for _, ph := range []phase{without, with} {
+		t.Logf("%s: when team-grow's requests first queued (%s, %d creators), its level had %s", ph.name, ph.outgrew.Round(100*time.Millisecond), ph.outgrewCreators, ph.atOutgrew)
+	}
 
 	if q := without.queued(apfplan.TenantsLevel, apfplan.TenantsLevel); q < 5 {
 		t.Errorf("addon only: at most %.0f requests queued in the shared level; the grown tenant's load should queue there", q)
@@ -173,6 +189,15 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 		if ph.outgrewCreators < 1 || ph.outgrewCreators >= growCreators {
 			t.Errorf("%s: team-grow's requests first queued at %d creators, want it to outgrow its level during the ramp (before its %d creators)", ph.name, ph.outgrewCreators, growCreators)
 		}
+	}
+	// When team-grow's own level first queued, it still had the seats it
+	// may not lend: its current limit (nominal, less what it lent to
+	// levels that were busier in the apiserver's last 10 s) at least half
+	// its nominal limit (LendablePercent 50, BorrowingLimitPercent 0).
+	// Measured idle and beside the gateway bench: nominal 4, current 2,
+	// 2 requests executing in 2 seats, at 5 creators.
+	if l := with.atOutgrew; l.nominal == 0 || l.current < math.Ceil(l.nominal/2) {
+		t.Errorf("with the proposal: team-grow's level first queued with %s; want its current limit at least half its nominal (the seats it may not lend)", l)
 	}
 	// The apiserver counted team-grow's creates under its mutating schema
 	// and its lists under its watch schema, none under the others.
@@ -306,14 +331,16 @@ func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.C
 	}
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			q, err := inQueue(ctx, cp.Client)
+			raw, err := scrape(ctx, cp.Client)
 			if err == nil {
+				q := inQueue(raw)
 				mu.Lock()
 				for k, v := range q {
 					ph.maxQueued[k] = math.Max(ph.maxQueued[k], v)
 				}
 				if q[growQueue] > others && ph.outgrewCreators == 0 {
 					ph.outgrew, ph.outgrewCreators = time.Since(began), creators
+					ph.atOutgrew = seatsOf(raw, growQueue[:strings.IndexByte(growQueue, '/')])
 				}
 				mu.Unlock()
 			}
@@ -326,14 +353,41 @@ func runPhase(t *testing.T, cp *cluster.ControlPlane, tenants map[string]*rest.C
 	return ph
 }
 
+// scrape reads the apiserver's /metrics.
+func scrape(ctx context.Context, c kubernetes.Interface) (string, error) {
+	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	return string(raw), err
+}
+
 // inQueue reads apiserver_flowcontrol_current_inqueue_requests by priority
 // level and flow schema.
-func inQueue(ctx context.Context, c kubernetes.Interface) (map[string]float64, error) {
+func inQueue(raw string) map[string]float64 {
 	out := map[string]float64{}
-	err := eachSample(ctx, c, "apiserver_flowcontrol_current_inqueue_requests", func(line string, v float64) {
+	samples(raw, "apiserver_flowcontrol_current_inqueue_requests", func(line string, v float64) {
 		out[label(line, "priority_level")+"/"+label(line, "flow_schema")] = v
 	})
-	return out, err
+	return out
+}
+
+// seatsOf reads priority level pl's seats from one scrape: its limits
+// (the current one moves with borrowing and lending) and what executes
+// and waits in it.
+func seatsOf(raw, pl string) levelSeats {
+	var l levelSeats
+	for name, into := range map[string]*float64{
+		"apiserver_flowcontrol_nominal_limit_seats":        &l.nominal,
+		"apiserver_flowcontrol_current_limit_seats":        &l.current,
+		"apiserver_flowcontrol_current_executing_seats":    &l.executingSeats,
+		"apiserver_flowcontrol_current_executing_requests": &l.executingRequests,
+		"apiserver_flowcontrol_current_inqueue_requests":   &l.inQueue,
+	} {
+		samples(raw, name, func(line string, v float64) {
+			if label(line, "priority_level") == pl {
+				*into += v
+			}
+		})
+	}
+	return l
 }
 
 // dispatched reads apiserver_flowcontrol_dispatched_requests_total by flow
@@ -353,11 +407,17 @@ func dispatched(t *testing.T, c kubernetes.Interface) map[string]float64 {
 // eachSample calls fn with every sample of the metric on the apiserver's
 // /metrics.
 func eachSample(ctx context.Context, c kubernetes.Interface, metric string, fn func(line string, v float64)) error {
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	raw, err := scrape(ctx, c)
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
+	samples(raw, metric, fn)
+	return nil
+}
+
+// samples calls fn with every sample of the metric in one scrape.
+func samples(raw, metric string, fn func(line string, v float64)) {
+	for _, line := range strings.Split(raw, "\n") {
 		if !strings.HasPrefix(line, metric+"{") {
 			continue
 		}
@@ -367,7 +427,6 @@ func eachSample(ctx context.Context, c kubernetes.Interface, metric string, fn f
 		}
 		fn(line, v)
 	}
-	return nil
 }
 
 func label(line, name string) string {
