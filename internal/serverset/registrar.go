@@ -24,7 +24,8 @@ type Config struct {
 	// SessionTimeout of the ZooKeeper session (default 10s).
 	SessionTimeout time.Duration
 	// VerifyInterval between full checks that every member's znode exists
-	// and belongs to the current session (default 5s).
+	// and belongs to the current session (default 5s); a pass on a change
+	// checks only the members that changed.
 	VerifyInterval time.Duration
 	// Digest is "user:password": member znodes are then writable only with
 	// these credentials and readable by all.
@@ -93,6 +94,8 @@ type registered struct {
 	path string
 	data []byte
 	reg  Registration
+	// session is the session the znode was created or adopted in.
+	session int64
 }
 
 // New returns a Registrar; Run connects it.
@@ -235,16 +238,24 @@ func (r *Registrar) Run(ctx context.Context) error {
 	defer r.shutdown()
 	t := time.NewTicker(r.cfg.VerifyInterval)
 	defer t.Stop()
+	// A full pass checks that every member's znode still exists and is
+	// this session's (one ZooKeeper read each); a pass on a change checks
+	// only what changed, so that one pod's flip costs one write, not a
+	// read per pod of the node first.
+	full := true
 	for {
-		if err := r.reconcile(); err != nil {
+		err := r.reconcile(full)
+		if err != nil {
 			r.log.Warn("serverset reconcile failed; will retry", "err", err)
 		}
 		r.maybeRebuild()
+		full = err != nil
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.kick:
 		case <-t.C:
+			full = true
 		}
 	}
 }
@@ -339,7 +350,7 @@ func (r *Registrar) acl() []zk.ACL {
 
 // reconcile makes ZooKeeper hold exactly the desired registrations, each
 // in a znode owned by the current session with the current data.
-func (r *Registrar) reconcile() error {
+func (r *Registrar) reconcile(full bool) error {
 	conn := r.current()
 	if conn.State() != zk.StateHasSession {
 		return fmt.Errorf("no zookeeper session (state %s)", conn.State())
@@ -376,6 +387,9 @@ func (r *Registrar) reconcile() error {
 			continue
 		}
 		if a, ok := actual[key]; ok {
+			if !full && a.session == session && bytes.Equal(a.data, data) {
+				continue // made in this session, unchanged: the full pass checks it
+			}
 			ok, err := r.owned(conn, a.path, session)
 			if err != nil {
 				errs = append(errs, err)
@@ -404,7 +418,7 @@ func (r *Registrar) reconcile() error {
 			continue
 		}
 		r.mu.Lock()
-		r.actual[key] = registered{path: p, data: data, reg: reg}
+		r.actual[key] = registered{path: p, data: data, reg: reg, session: session}
 		r.writes++
 		r.mu.Unlock()
 		r.changedNow()
@@ -566,7 +580,7 @@ func (r *Registrar) shutdown() {
 	r.mu.Lock()
 	r.desired = map[string]Registration{}
 	r.mu.Unlock()
-	if err := r.reconcile(); err != nil {
+	if err := r.reconcile(true); err != nil {
 		r.log.Warn("deregistration on shutdown incomplete", "err", err)
 	}
 	r.current().Close()
