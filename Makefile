@@ -114,8 +114,7 @@ bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin amon
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x ./daemons/certs/ ./bootstrap/rollout/ ./daemons/netd/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v '/daemons/certs$$\|/bootstrap/rollout$$\|/daemons/netd$$')
 	$(GO) run ./bench/controller -n $(BENCH_N)
-	$(GO) run ./bench/zkregistrar -pods 110 -flips 400 -gate off
-	$(GO) run ./bench/zkregistrar -pods 110 -flips 400 -gate on
+	$(GO) run ./bench/zkregistrar -pods 110 -flips 400 -gate both
 	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
 	@command -v rsyslogd >/dev/null || { echo "bench/logshipper compares with rsyslog: apt-get install rsyslog"; exit 1; }
 	$(GO) run ./bench/logshipper -lines 2000000
