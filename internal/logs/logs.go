@@ -42,3 +42,14 @@ func Setup(verbosity int, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// SetVModule sets klog's per-file verbosity (its -vmodule flag, for
+// example "executor=2"); "" clears it.
+func SetVModule(spec string) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if err := fs.Set("vmodule", spec); err != nil {
+		return fmt.Errorf("failed to set klog's vmodule to %q: %w", spec, err)
+	}
+	return nil
+}
