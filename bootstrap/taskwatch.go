@@ -25,7 +25,7 @@ type taskWatch struct {
 	out io.Writer
 	now func() time.Time
 
-	mu     sync.Mutex
+	mu      sync.Mutex
 	failed  map[string]taskFailure
 	waiting map[string]taskFailure
 	buf     []byte

@@ -26,8 +26,9 @@ type FaultProxy struct {
 	ln  net.Listener
 
 	mu       sync.Mutex
-	refuse   map[string]int // action -> calls left to refuse (<0: all)
-	throttle map[string]int // action -> calls left to throttle (<0: all)
+	refuse   map[string]int    // action -> calls left to refuse (<0: all)
+	codes    map[string]string // action -> the code its refusals carry (default FaultCode)
+	throttle map[string]int    // action -> calls left to throttle (<0: all)
 	hold     map[string]chan struct{}
 	calls    map[string]int
 }
@@ -45,7 +46,7 @@ func NewFaultProxy(target string) (*FaultProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy: %w", err)
 	}
-	p := &FaultProxy{URL: "http://" + ln.Addr().String(), ln: ln, refuse: map[string]int{}, throttle: map[string]int{},
+	p := &FaultProxy{URL: "http://" + ln.Addr().String(), ln: ln, refuse: map[string]int{}, codes: map[string]string{}, throttle: map[string]int{},
 		hold: map[string]chan struct{}{}, calls: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +57,7 @@ func NewFaultProxy(target string) (*FaultProxy, error) {
 		}
 		switch p.count(action) {
 		case verdictRefuse:
-			writeFault(w, proto, action)
+			writeFault(w, proto, action, p.code(action))
 			return
 		case verdictThrottle:
 			writeThrottle(w, proto, action)
@@ -85,6 +86,26 @@ func (p *FaultProxy) Refuse(action string, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refuse[action] = n
+}
+
+// RefuseWith is Refuse with the error code the cloud answers, for a
+// caller that treats some codes apart (kops's route task waits, as for a
+// fi.TryAgainLaterError, while CreateRoute answers
+// InvalidNatGatewayID.NotFound).
+func (p *FaultProxy) RefuseWith(action, code string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse[action] = n
+	p.codes[action] = code
+}
+
+func (p *FaultProxy) code(action string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.codes[action]; ok {
+		return c
+	}
+	return FaultCode
 }
 
 // Throttle answers the next n calls of action (n < 0: every call until
@@ -120,6 +141,7 @@ func (p *FaultProxy) Clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.refuse)
+	clear(p.codes)
 	clear(p.throttle)
 	clear(p.hold)
 }
@@ -225,17 +247,17 @@ func writeThrottle(w http.ResponseWriter, proto protocol, action string) {
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>throttle</RequestID></Response>`, ThrottleCode, msg)
 }
 
-func writeFault(w http.ResponseWriter, proto protocol, action string) {
+func writeFault(w http.ResponseWriter, proto protocol, action, code string) {
 	msg := fmt.Sprintf("%s refused by the test's fault proxy", action)
 	switch proto {
 	case protoJSON:
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"__type":%q,"message":%q}`, FaultCode, msg)
+		fmt.Fprintf(w, `{"__type":%q,"message":%q}`, code, msg)
 	case protoEC2:
 		w.Header().Set("Content-Type", "text/xml")
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>fault</RequestID></Response>`, FaultCode, msg)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>fault</RequestID></Response>`, code, msg)
 	case protoS3:
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(http.StatusForbidden)
@@ -243,6 +265,6 @@ func writeFault(w http.ResponseWriter, proto protocol, action string) {
 	default:
 		w.Header().Set("Content-Type", "text/xml")
 		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fault</RequestId></ErrorResponse>`, FaultCode, msg)
+		fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fault</RequestId></ErrorResponse>`, code, msg)
 	}
 }

@@ -176,3 +176,26 @@ func refusedRoute(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy, tre
 		checkCoded(t, r.out, "Route/")
 	})
 }
+
+// waitingRoute creates a cluster whose routes the cloud answers as if
+// their NAT gateway did not exist yet (InvalidNatGatewayID.NotFound): kops
+// takes that as "not ready" (a fi.TryAgainLaterError, which it logs only
+// at klog V(2)) and retries, so the progress lines must say what the task
+// waits on.
+func waitingRoute(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy, trellis func(...string) result, def string) {
+	t.Helper()
+	keepsStore(t, c, "the create with routes waiting", func() {
+		proxy.RefuseWith("CreateRoute", "InvalidNatGatewayID.NotFound", -1)
+		defer proxy.Clear()
+		r := trellis("cluster", "create", "-f", def, "--yes", "--task-timeout", "20s", "--progress-interval", "2s")
+		lines := regexp.MustCompile(`(?m)^Still waiting: Route/.*$`).FindAllString(r.out, -1)
+		if r.code == 0 || len(lines) == 0 {
+			t.Errorf("create with routes waiting on their NAT gateway: %s; want a failure and progress lines", r)
+		}
+		for _, l := range lines {
+			if !strings.Contains(l, "not ready: waiting for the NAT Gateway to be created") {
+				t.Errorf("a waiting Route task's progress line lacks its reason: %s", l)
+			}
+		}
+	})
+}

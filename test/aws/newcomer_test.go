@@ -57,6 +57,13 @@ func thirdCluster(s string) string {
 
 const thirdName = "third-aws.k8s.trellis.local"
 
+// fourthCluster is a fourth name, for a create whose routes wait.
+func fourthCluster(s string) string {
+	return strings.Replace(s, "name: local-aws\n", "name: fourth-aws\n", 1)
+}
+
+const fourthName = "fourth-aws.k8s.trellis.local"
+
 // TestIntegrationNewcomerLifecycle runs what a newcomer runs on the local
 // AWS loop, through the trellis binary: plan, create, kubeconfig, delete,
 // with a second cluster whose create failed (and one interrupted) in the
@@ -69,6 +76,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	def := definition(t, nvmeGroup)
 	other := definition(t, otherCluster)
 	third := definition(t, thirdCluster)
+	fourth := definition(t, fourthCluster)
 	env := []string{"TRELLIS_AWS_EMULATOR=" + proxy.URL, "KOPS_STATE_STORE=" + state}
 	trellis := func(args ...string) result { return run(t, env, trellisBin, args...) }
 
@@ -226,6 +234,10 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 		refusedRoute(t, c, proxy, trellis, third)
 	})
 
+	t.Run("a route waiting on its NAT gateway says so", func(t *testing.T) {
+		waitingRoute(t, c, proxy, trellis, fourth)
+	})
+
 	t.Run("delete without --yes lists and deletes nothing", func(t *testing.T) {
 		before := owned(t, c, otherName)
 		keepsStore(t, c, "the delete plan", func() {
@@ -242,7 +254,7 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	t.Run("delete after failed creates removes all they left, and no other cluster's", func(t *testing.T) {
 		mine := owned(t, c, clusterName)
 		files := prefixed(objects(t, c, bucket), "clusters/"+clusterName+"/")
-		for f, name := range map[string]string{other: otherName, third: thirdName} {
+		for f, name := range map[string]string{other: otherName, third: thirdName, fourth: fourthName} {
 			r := trellis("cluster", "delete", "-f", f, "--yes", "--wait", "3m")
 			if r.code != 0 || !strings.Contains(r.out, "Deleted cluster "+name) {
 				t.Fatalf("delete --yes: %s", r)
