@@ -31,7 +31,7 @@ func New(cfg Config) (*Console, error) {
 		"age":  func(t time.Time) string { return age(cfg.Clock.Now(), t) },
 		"base": func() string { return cfg.BasePath },
 	}
-	for _, p := range []string{"workloads", "submit", "capacity", "signin", "signedin", "error"} {
+	for _, p := range []string{"workloads", "workload", "submit", "capacity", "signin", "signedin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -51,6 +51,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /callback", c.callback)
 	mux.HandleFunc("POST /signout", c.signedIn(c.signout))
 	mux.HandleFunc("GET /workloads", c.signedIn(c.workloads))
+	mux.HandleFunc("GET /workloads/{kind}/{name}", c.signedIn(c.workload))
 	mux.HandleFunc("GET /watch", c.signedIn(c.watch))
 	mux.HandleFunc("GET /submit", c.signedIn(c.submitForm))
 	mux.HandleFunc("POST /submit", c.signedIn(c.submit))

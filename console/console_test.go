@@ -38,6 +38,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(api.Error{Reason: "Forbidden", Message: "oidc:bob may not list workloads in team-a"})
 		return
 	}
+	if strings.HasSuffix(r.URL.Path, "/status") {
+		_ = json.NewEncoder(w).Encode(detailStatus)
+		return
+	}
 	if strings.HasSuffix(r.URL.Path, "/quotas") {
 		_ = json.NewEncoder(w).Encode(api.QuotaList{Items: []api.Quota{{Name: "compute",
 			Hard: map[string]string{"requests.cpu": "6", "pods": "40"}, Used: map[string]string{"requests.cpu": "4", "pods": "12"}}}})
@@ -193,6 +197,7 @@ func TestPagesGolden(t *testing.T) {
 	csrf := regexp.MustCompile(regexp.QuoteMeta(tok))
 	for name, resp := range map[string]reply{
 		"workloads": do(c, http.MethodGet, "/workloads?namespace=team-a", ck, nil),
+		"workload":  do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil),
 		"refused":   do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {tok}, "workload": {"kind: Service\nmetadata: {name: web}"}, "action": {"dry-run"}}),
 	} {
 		body := csrf.ReplaceAllString(resp.Body, "CSRF-TOKEN")

@@ -12,6 +12,16 @@
     td.textContent = text;
     if (cls) { td.className = cls; }
   }
+  var watch = live.getAttribute("data-watch");
+  var base = watch.slice(0, watch.indexOf("/watch"));
+  function link(tr, w) {
+    var td = tr.cells[1] || tr.insertCell(1);
+    var a = document.createElement("a");
+    a.href = base + "/workloads/" + encodeURIComponent(w.kind) + "/" + encodeURIComponent(w.name) +
+      "?namespace=" + encodeURIComponent(w.namespace);
+    a.textContent = w.name;
+    td.replaceChildren(a);
+  }
   function age(created) {
     var s = Math.max(0, (Date.now() - Date.parse(created)) / 1000);
     if (s < 60) { return Math.floor(s) + "s"; }
@@ -25,13 +35,13 @@
     var tr = document.getElementById(id);
     if (type === "DELETED") { if (tr) { tr.remove(); } return; }
     if (!tr) { tr = body.insertRow(-1); tr.id = id; }
-    cell(tr, 0, w.kind); cell(tr, 1, w.name);
+    cell(tr, 0, w.kind); link(tr, w);
     cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
     cell(tr, 3, w.reason || ""); cell(tr, 4, age(w.created));
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }
-  var es = new EventSource(live.getAttribute("data-watch"));
+  var es = new EventSource(watch);
   ["ADDED", "MODIFIED", "DELETED"].forEach(function (t) {
     es.addEventListener(t, function (e) { apply(t, e); });
   });

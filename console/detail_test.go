@@ -1,0 +1,48 @@
+package console_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trellis-dev/trellis/gateway/api"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// detailStatus is what fakeAPI answers for a workload's status route.
+var detailStatus = api.Status{
+	Workload: api.Workload{Kind: "Service", Namespace: "team-a", Name: "web", Ready: "False", Reason: "PodsNotReady", Created: now.Add(-3 * time.Hour)},
+	Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "PodsNotReady",
+		Message: "1 of 2 pods ready", LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Minute))}},
+	Pods: []api.Pod{
+		{Name: "web-0", Phase: "Running", Ready: true, Node: "node-a", Restarts: 0},
+		{Name: "web-1", Phase: "Pending", Node: "node-b", Restarts: 3, Reason: "ImagePullBackOff"},
+	},
+	Events: []api.Event{{Time: now.Add(-2 * time.Minute), Type: "Warning", Reason: "Failed", Message: "Back-off pulling image <x>", Count: 4}},
+}
+
+func TestWorkloadDetailShowsPodsAndEvents(t *testing.T) {
+	c, _ := newConsole(t)
+	ck, _ := signIn(t, c, "oidc:alice")
+	resp := do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil)
+	for _, want := range []string{`id="p-web-1"`, "ImagePullBackOff", "Back-off pulling image &lt;x&gt;", "1 of 2 pods ready"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, want) {
+			t.Fatalf("detail: %d, want 200 with %q:\n%s", resp.StatusCode, want, resp.Body)
+		}
+	}
+}
+
+func TestWorkloadDetailRefusalIsShown(t *testing.T) {
+	c, _ := newConsole(t)
+	ck, _ := signIn(t, c, "oidc:bob")
+	resp := do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil)
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(resp.Body, "web-0") || !strings.Contains(resp.Body, "may not") {
+		t.Fatalf("bob: %d, want 403 with the API's reason and no pod:\n%s", resp.StatusCode, resp.Body)
+	}
+	for _, bad := range []string{"/workloads/Serv%20ice/web", "/workloads/Service/Web_1"} {
+		if r := do(c, http.MethodGet, bad+"?namespace=team-a", ck, nil); r.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad, r.StatusCode)
+		}
+	}
+}
