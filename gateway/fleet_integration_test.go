@@ -176,45 +176,14 @@ spec:
 		}
 	})
 
-	t.Run("NewNamespace", func(t *testing.T) {
+	t.Run("NamespaceNotInFleet", func(t *testing.T) {
 		// team-a's CI may submit in "other" on this cluster; the fleet has
-		// no such namespace yet.
-		_, err := e.cp.Client.RbacV1().RoleBindings("other").Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "team-a-ci"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "team-a", Name: "ci"}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit-trellis"},
-		}, metav1.CreateOptions{})
-		must(t, err)
-		_, err = e.cp.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		// no such namespace, and the gateway makes none.
+		_, err := e.cp.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "edit-trellis"},
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices"}, Verbs: []string{"get", "create", "update", "patch"}}},
 		}, metav1.CreateOptions{})
 		must(t, err)
-		body := append(service("newcomer", namespace("other")), placementIn("other", "newcomer", "TrellisService", "newcomer", "")...)
-		var dry *api.SubmitResult
-		waitFor(t, "the RoleBinding in effect", func() bool {
-			dry, err = ci.Submit(ctx, body, gwclient.SubmitOptions{DryRun: true})
-			return err == nil
-		})
-		if !strings.Contains(strings.Join(dry.Warnings, "\n"), "namespace other is not in the fleet yet") {
-			t.Errorf("dry run's warnings %q do not say the namespace will be made", dry.Warnings)
-		}
-		if _, err := fc.CoreV1().Namespaces().Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("a dry run made the namespace in the fleet: %v", err)
-		}
-		res, err := ci.Submit(ctx, body, gwclient.SubmitOptions{})
-		must(t, err)
-		if res.Action != "created" || res.Placement != "other/trellis-newcomer" {
-			t.Errorf("submission: %+v", res)
-		}
-		if _, err := fc.CoreV1().Namespaces().Get(ctx, "other", metav1.GetOptions{}); err != nil {
-			t.Errorf("namespace other in the fleet: %v", err)
-		}
-		if _, err := fdyn.Resource(gateway.PropagationPolicyGVR).Namespace("other").Get(ctx, "trellis-newcomer", metav1.GetOptions{}); err != nil {
-			t.Errorf("the placement's policy in the fleet: %v", err)
-		}
-		// A namespace neither has (the caller may submit anywhere): a
-		// refusal that names the field, and nothing made in the fleet.
 		_, err = e.cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "team-a-ci-everywhere"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "team-a", Name: "ci"}},
@@ -224,19 +193,35 @@ spec:
 		defer func() {
 			must(t, e.cp.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "team-a-ci-everywhere", metav1.DeleteOptions{}))
 		}()
-		lost := append(service("lost", namespace("nowhere")), placementIn("nowhere", "lost", "TrellisService", "lost", "")...)
+		body := append(service("newcomer", namespace("other")), placementIn("other", "newcomer", "TrellisService", "newcomer", "")...)
 		waitFor(t, "the ClusterRoleBinding in effect", func() bool {
-			_, err = ci.Submit(ctx, lost, gwclient.SubmitOptions{})
+			_, err = ci.Submit(ctx, body, gwclient.SubmitOptions{})
 			var ge *gwclient.Error
 			return errors.As(err, &ge) && ge.Code != http.StatusForbidden
 		})
-		_ = refused(t, err, http.StatusUnprocessableEntity, "metadata.namespace", `namespaces "nowhere" not found`)
-		if _, err := fc.CoreV1().Namespaces().Get(ctx, "nowhere", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("a refused submission made namespace nowhere in the fleet: %v", err)
+		_ = refused(t, err, http.StatusUnprocessableEntity, "metadata.namespace", "namespace other is not in the fleet")
+		if _, err := fc.CoreV1().Namespaces().Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a refused submission made namespace other in the fleet: %v", err)
 		}
+		e.nothingWritten("trellisservices", "other", "newcomer")
+		// On the cluster, a namespace that does not exist is a 422 naming
+		// the field too (NamespaceLifecycle), not a 503.
+		_, err = ci.Submit(ctx, service("lost", namespace("nowhere")), gwclient.SubmitOptions{})
+		_ = refused(t, err, http.StatusUnprocessableEntity, "metadata.namespace", `namespaces "nowhere" not found`)
 	})
 
 	t.Run("Quota", func(t *testing.T) {
+		// Two members as Karmada lists them (nothing answers at their
+		// endpoints: the check reads the list only).
+		for _, m := range []string{"east", "west"} {
+			c := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+				"metadata": map[string]any{"name": m, "labels": map[string]any{"region": m}},
+				"spec":     map[string]any{"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"},
+			}}
+			_, err := fdyn.Resource(gateway.ClusterGVR).Create(ctx, c, metav1.CreateOptions{})
+			must(t, err)
+		}
 		// Trellis's FederatedResourceQuota: static assignments per member.
 		frq := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "policy.karmada.io/v1alpha1", "kind": "FederatedResourceQuota",
@@ -254,35 +239,42 @@ spec:
 		defer func() {
 			must(t, fdyn.Resource(gateway.FederatedResourceQuotaGVR).Namespace("team-a").Delete(ctx, "trellis-quota", metav1.DeleteOptions{}))
 		}()
+		spread := func(name string, n int, spread, extra string) []byte {
+			return append(service(name, replicas(n)), []byte(strings.Replace(placement(name, "TrellisService", name, extra), "spread: duplicated", "spread: "+spread, 1))...)
+		}
 		both := "  clusters: [east, west]\n"
-		// Duplicated: each member runs the whole workload; west's 50m is
-		// too little for one 100m replica and its sidecars.
-		dup := append(service("dup"), placement("dup", "TrellisService", "dup", both)...)
-		_, err = ci.Submit(ctx, dup, gwclient.SubmitOptions{})
-		ge := refused(t, err, http.StatusUnprocessableEntity, "quota", "more than team-a/trellis-quota in member west allows")
-		t.Logf("duplicated: %v", ge)
-		if strings.Contains(ge.Error(), "member east") {
-			t.Errorf("east fits the workload but is named: %v", ge)
+		for _, tc := range []struct {
+			name, body string
+			want       string // "" when it fits
+		}{
+			// Duplicated: each member runs the whole workload; west's 50m
+			// is too little for one 100m replica and its sidecars.
+			{"duplicated", string(spread("dup", 1, "duplicated", both)), "more than team-a/trellis-quota in member west allows"},
+			{"duplicated by labels", string(spread("dup-west", 1, "duplicated", "  clusterLabels: {region: west}\n")), "in member west"},
+			{"east only", string(spread("east-only", 1, "duplicated", "  clusters: [east]\n")), ""},
+			// Weighted 1:1: west's share of 8 is 4 replicas.
+			{"weighted", string(spread("split", 8, "weighted", both+"  weights: {east: 1, west: 1}\n")), "more than team-a/trellis-quota in member west allows"},
+			// Capacity: the two assignments together bound it.
+			{"capacity fits", string(spread("cap", 8, "capacity", both)), ""},
+			{"capacity over", string(spread("cap", 10, "capacity", both)), "more than team-a/trellis-quota across members east, west allows"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				res, err := ci.Submit(ctx, []byte(tc.body), gwclient.SubmitOptions{DryRun: true})
+				if tc.want == "" {
+					must(t, err)
+					if !hasCheck(res.Checks, "quota", "passed") {
+						t.Errorf("checks %+v, want quota passed", res.Checks)
+					}
+					return
+				}
+				t.Logf("%s: %v", tc.name, refused(t, err, http.StatusUnprocessableEntity, "quota", tc.want))
+			})
 		}
-		// Only east: fits.
-		east := append(service("east-only"), placement("east-only", "TrellisService", "east-only", "  clusters: [east]\n")...)
-		res, err := ci.Submit(ctx, east, gwclient.SubmitOptions{DryRun: true})
-		must(t, err)
-		if !hasCheck(res.Checks, "quota", "passed") {
-			t.Errorf("east only: checks %+v, want quota passed", res.Checks)
-		}
-		// Divided (weighted): the two assignments together bound it.
-		weighted := "  clusters: [east, west]\n  weights: {east: 1, west: 1}\n"
-		fits := append(service("split", replicas(8)), []byte(strings.Replace(placement("split", "TrellisService", "split", weighted), "spread: duplicated", "spread: weighted", 1))...)
-		_, err = ci.Submit(ctx, fits, gwclient.SubmitOptions{DryRun: true})
-		must(t, err)
-		over := append(service("split", replicas(10)), []byte(strings.Replace(placement("split", "TrellisService", "split", weighted), "spread: duplicated", "spread: weighted", 1))...)
-		_, err = ci.Submit(ctx, over, gwclient.SubmitOptions{})
-		t.Logf("divided: %v", refused(t, err, http.StatusUnprocessableEntity, "more than team-a/trellis-quota across members east, west allows"))
-		for _, name := range []string{"dup", "split"} {
-			if inFleet("trellisservices", name) {
-				t.Errorf("refused %s was written to the fleet", name)
-			}
+		// A refusal writes nothing.
+		_, err = ci.Submit(ctx, spread("dup", 1, "duplicated", both), gwclient.SubmitOptions{})
+		_ = refused(t, err, http.StatusUnprocessableEntity, "quota")
+		if inFleet("trellisservices", "dup") || inFleet("propagationpolicies", "trellis-dup") {
+			t.Errorf("a refused submission was written to the fleet")
 		}
 	})
 }

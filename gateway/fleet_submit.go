@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/gateway/api"
 )
 
@@ -65,6 +67,12 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 		lock := &g.locks[lockIndex(fleetKey(ns)+"/"+subID)]
 		lock.Lock()
 		defer lock.Unlock()
+		// Read again under the lock: a request that held it may have
+		// written since.
+		if nsInFleet, existing, err = g.fleetWorkload(ctx, sub); err != nil {
+			q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
+			return
+		}
 		prev, conflict, err := g.previousInFleet(ctx, ns, subID, sub.Digest, nsInFleet)
 		switch {
 		case err != nil:
@@ -82,19 +90,20 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 			return
 		}
 	}
-	if len(p.Spec.Clusters) == 0 && len(p.Spec.ClusterLabels) > 0 {
-		if p.Spec.Clusters, err = g.fleetMembers(ctx, p.Spec.ClusterLabels); err != nil {
-			q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
-			return
-		}
-	}
-	// The schema check's dry run needs the namespace: without it in the
-	// fleet, it runs on this cluster, whose CRDs are the same.
-	target := g.fleet
 	if !nsInFleet {
-		target = g.dyn
+		// A fleet namespace goes to every member (Karmada's namespace
+		// sync), with its own quota and labels: the platform team makes it
+		// (trellis fleet place does), not a workload's submission.
+		msg := fmt.Sprintf("namespace %s is not in the fleet: the platform team makes it there (trellis fleet place does); the gateway makes no namespace", ns)
+		q.fail(http.StatusUnprocessableEntity, "Invalid", msg, []api.Problem{{Check: "placement", Field: "metadata.namespace", Message: msg}})
+		return
 	}
-	res, probs, err := g.check(ctx, q, sub, existing, q.r.Header.Get(api.HeaderSignature), target, p)
+	members, err := g.placementMembers(ctx, p)
+	if err != nil {
+		q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
+		return
+	}
+	res, probs, err := g.check(ctx, q, sub, existing, q.r.Header.Get(api.HeaderSignature), g.fleet, &fleetTarget{placement: p, members: members})
 	q.rec.Checks = res.Checks
 	if err != nil {
 		g.metrics.submissions.WithLabelValues("failed").Inc()
@@ -103,12 +112,9 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 	}
 	pp := p.PropagationPolicy()
 	res.Placement = ns + "/" + pp.GetName()
-	if !nsInFleet {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("namespace %s is not in the fleet yet: the submission makes it there", ns))
-	}
 	// The policy is dry-run even when a check refused, so that Karmada's
 	// own refusal of it is among the problems too.
-	if pprobs, err := g.checkPolicy(ctx, pp, fieldManager(q.id), nsInFleet); err != nil {
+	if pprobs, err := g.checkPolicy(ctx, pp, fieldManager(q.id)); err != nil {
 		g.metrics.submissions.WithLabelValues("failed").Inc()
 		q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
 		return
@@ -126,9 +132,13 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 		q.ok(http.StatusOK, res)
 		return
 	}
-	written, err := g.writeToFleet(ctx, sub, q.id, subID, pp, nsInFleet)
+	written, err := g.writeToFleet(ctx, sub, q.id, subID, pp)
 	if err != nil {
 		g.metrics.submissions.WithLabelValues("failed").Inc()
+		if p := apiProblems(err); p != nil {
+			q.fail(http.StatusUnprocessableEntity, "Invalid", problemsMessage(p), p)
+			return
+		}
 		q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
 		return
 	}
@@ -144,6 +154,14 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 		code = http.StatusCreated
 	}
 	q.ok(code, res)
+}
+
+// fleetTarget is a placed submission's placement and the fleet's members
+// it can select now (for the quota check only: the policy keeps the
+// placement's own selectors, so members that join later count too).
+type fleetTarget struct {
+	placement *fleet.Placement
+	members   []string
 }
 
 // fleetKey keeps the fleet's submission ids apart from the cluster's in
@@ -170,30 +188,26 @@ func (g *Gateway) fleetWorkload(ctx context.Context, sub *Submission) (bool, cli
 	return true, u, nil
 }
 
-// fleetMembers are the names of the fleet's member clusters whose labels
-// match: the members a placement by labels selects.
-func (g *Gateway) fleetMembers(ctx context.Context, match map[string]string) ([]string, error) {
-	list, err := g.fleet.Resource(ClusterGVR).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(match).String()})
+// placementMembers are the fleet's members a placement can select now:
+// those it names (all when it names none) whose labels match its
+// clusterLabels, as Karmada's cluster affinity requires both.
+func (g *Gateway) placementMembers(ctx context.Context, p *fleet.Placement) ([]string, error) {
+	list, err := g.fleet.Resource(ClusterGVR).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(p.Spec.ClusterLabels).String()})
 	if err != nil {
 		return nil, fmt.Errorf("failed to list the fleet's members: %w", err)
 	}
-	names := make([]string, 0, len(list.Items))
+	names := []string{}
 	for _, c := range list.Items {
-		names = append(names, c.GetName())
+		if len(p.Spec.Clusters) == 0 || slices.Contains(p.Spec.Clusters, c.GetName()) {
+			names = append(names, c.GetName())
+		}
 	}
-	// None matching yet is an empty list, not nil (every member): the
-	// quota then binds no one, and Karmada places the workload when a
-	// matching member joins.
 	return names, nil
 }
 
 // checkPolicy dry-runs the placement's PropagationPolicy in the fleet and
-// returns Karmada's refusal as problems. Without the namespace in the
-// fleet there is nowhere to dry-run it: the real write is the check.
-func (g *Gateway) checkPolicy(ctx context.Context, pp *unstructured.Unstructured, manager string, nsInFleet bool) ([]api.Problem, error) {
-	if !nsInFleet {
-		return nil, nil
-	}
+// returns Karmada's refusal as problems.
+func (g *Gateway) checkPolicy(ctx context.Context, pp *unstructured.Unstructured, manager string) ([]api.Problem, error) {
 	_, err := g.fleet.Resource(PropagationPolicyGVR).Namespace(pp.GetNamespace()).Apply(ctx, pp.GetName(), pp,
 		metav1.ApplyOptions{FieldManager: manager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err == nil {
@@ -209,26 +223,17 @@ func (g *Gateway) checkPolicy(ctx context.Context, pp *unstructured.Unstructured
 	return probs, nil
 }
 
-// writeToFleet makes the namespace when the fleet lacks it, then applies
-// the workload and its PropagationPolicy.
-func (g *Gateway) writeToFleet(ctx context.Context, sub *Submission, id *Identity, subID string, pp *unstructured.Unstructured, nsInFleet bool) (*unstructured.Unstructured, error) {
+// writeToFleet applies the placement's PropagationPolicy, then the
+// workload: a retry of a failed write finds no workload and writes both,
+// and a policy never waits for a workload that a replay would skip.
+func (g *Gateway) writeToFleet(ctx context.Context, sub *Submission, id *Identity, subID string, pp *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ns := sub.Obj.GetNamespace()
-	if !nsInFleet {
-		obj := &unstructured.Unstructured{}
-		obj.SetAPIVersion("v1")
-		obj.SetKind("Namespace")
-		obj.SetName(ns)
-		obj.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "trellis-gateway"})
-		if _, err := g.fleet.Resource(namespaceGVR).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager(id)}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("failed to make namespace %s in the fleet: %w", ns, err)
-		}
+	if _, err := g.fleet.Resource(PropagationPolicyGVR).Namespace(ns).Apply(ctx, pp.GetName(), pp, metav1.ApplyOptions{FieldManager: fieldManager(id), Force: true}); err != nil {
+		return nil, fmt.Errorf("failed to write the placement's PropagationPolicy %s/%s to the fleet (nothing else written): %w", ns, pp.GetName(), err)
 	}
 	written, err := applyTo(ctx, g.fleet, sub, id, subID, false)
 	if err != nil {
-		return nil, fmt.Errorf("failed to write to the fleet: %w", err)
-	}
-	if _, err := g.fleet.Resource(PropagationPolicyGVR).Namespace(ns).Apply(ctx, pp.GetName(), pp, metav1.ApplyOptions{FieldManager: fieldManager(id), Force: true}); err != nil {
-		return nil, fmt.Errorf("failed to write the placement's PropagationPolicy to the fleet (the workload is written; submit again): %w", err)
+		return nil, fmt.Errorf("failed to write the workload to the fleet (its policy is written; submit again): %w", err)
 	}
 	return written, nil
 }

@@ -81,7 +81,7 @@ func TestDecodePlacementPlacesTheWorkloadOnly(t *testing.T) {
 	}
 }
 
-func TestMemberBoundsFollowTheSelection(t *testing.T) {
+func TestMemberBoundsFollowTheSpread(t *testing.T) {
 	var q frq
 	q.Namespace, q.Name = "team-a", "trellis-quota"
 	for _, m := range []string{"east", "west", "north"} {
@@ -94,29 +94,32 @@ func TestMemberBoundsFollowTheSelection(t *testing.T) {
 		ClusterName string              `json:"clusterName"`
 		Used        corev1.ResourceList `json:"used"`
 	}{"west", corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("400m")}})
-	names := func(rqs []corev1.ResourceQuota) string {
+	demand := corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("900m")} // 3 replicas of 300m
+	names := func(bs []bound) string {
 		var out []string
-		for _, rq := range rqs {
-			h, u := rq.Spec.Hard[corev1.ResourceRequestsCPU], rq.Status.Used[corev1.ResourceRequestsCPU]
-			out = append(out, rq.Name+" "+h.String()+"/"+u.String())
+		for _, b := range bs {
+			h, u, n := b.rq.Spec.Hard[corev1.ResourceRequestsCPU], b.rq.Status.Used[corev1.ResourceRequestsCPU], b.new[corev1.ResourceRequestsCPU]
+			out = append(out, b.rq.Name+" "+h.String()+"/"+u.String()+" needs "+n.String())
 		}
 		return strings.Join(out, "; ")
 	}
 	for _, tc := range []struct {
-		name     string
-		selected []string
-		whole    bool
-		want     string
+		name    string
+		members []string
+		mode    spreadMode
+		weights map[string]int64
+		want    string
 	}{
-		{"every member, whole", nil, true, "trellis-quota in member east 1/0; trellis-quota in member west 1/400m; trellis-quota in member north 1/0"},
-		{"two members, whole", []string{"west", "east"}, true, "trellis-quota in member east 1/0; trellis-quota in member west 1/400m"},
-		{"every member, divided", nil, false, "trellis-quota across members east, north, west 3/400m"},
-		{"one member, divided", []string{"west"}, false, "trellis-quota across members west 1/400m"},
-		{"labels matching none", []string{}, false, ""},
-		{"a member without an assignment", []string{"south"}, true, ""},
+		{"whole, two members", []string{"east", "west"}, spreadWhole, nil, "trellis-quota in member east 1/0 needs 900m; trellis-quota in member west 1/400m needs 900m"},
+		{"weighted 2:1", []string{"east", "west"}, spreadWeighted, map[string]int64{"east": 2, "west": 1}, "trellis-quota in member east 1/0 needs 600m; trellis-quota in member west 1/400m needs 300m"},
+		{"weighted, rounded up", []string{"east", "west"}, spreadWeighted, map[string]int64{"east": 1, "west": 1}, "trellis-quota in member east 1/0 needs 600m; trellis-quota in member west 1/400m needs 600m"},
+		{"capacity, every member bounded", []string{"north", "east", "west"}, spreadCapacity, nil, "trellis-quota across members east, north, west 3/400m needs 900m"},
+		{"capacity, one member unbounded", []string{"east", "south"}, spreadCapacity, nil, ""},
+		{"no member selected", []string{}, spreadCapacity, nil, ""},
+		{"whole, a member without an assignment", []string{"south"}, spreadWhole, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := names(memberBounds(q, tc.selected, tc.whole)); got != tc.want {
+			if got := names(memberBounds(q, tc.members, tc.mode, tc.weights, 3, demand, nil)); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})

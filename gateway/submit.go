@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trellis-dev/trellis/fleet"
 	"github.com/trellis-dev/trellis/gateway/api"
 )
 
@@ -155,7 +154,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 // The schema check's dry run goes to dyn: this cluster's apiserver, or the
 // fleet's for a placed submission, whose quota check reads the fleet's
 // FederatedResourceQuotas for the members its placement selects.
-func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string, dyn dynamic.Interface, placement *fleet.Placement) (*api.SubmitResult, []api.Problem, error) {
+func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existing client.Object, signature string, dyn dynamic.Interface, ft *fleetTarget) (*api.SubmitResult, []api.Problem, error) {
 	res := &api.SubmitResult{Kind: sub.kind.Kind, Namespace: sub.Obj.GetNamespace(), Name: sub.Obj.GetName(), DryRun: true, FieldManager: fieldManager(q.id)}
 	var all []api.Problem
 	record := func(name string, probs []api.Problem, skipped bool) {
@@ -197,8 +196,8 @@ func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existi
 	skipped, sprobs := checkSignature(sub.Canonical, signature, policy)
 	record("signature", sprobs, skipped)
 	var qprobs []api.Problem
-	if placement != nil {
-		qprobs, err = g.checkFleetQuota(ctx, sub, existing, placement)
+	if ft != nil {
+		qprobs, err = g.checkFleetQuota(ctx, sub, existing, ft)
 	} else {
 		qprobs, err = g.checkQuota(ctx, sub, existing)
 	}
