@@ -15,8 +15,8 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/test/fakes/fakeaws"
 )
 
 // ErrNotValid is returned when a cluster fails validation.
