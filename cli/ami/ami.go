@@ -113,7 +113,7 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 		return err
 	}
 	ro := o.AMIRolloutOptions
-	ro.StateStore, ro.Store, ro.DefinitionFile, ro.Out, ro.PlanBudgets = o.State, store, o.common.File, s.Out, o.Kubeconfig != ""
+	ro.StateStore, ro.Store, ro.DefinitionFile, ro.Out, ro.PlanBudgets = o.State, store, o.File, s.Out, o.Kubeconfig != ""
 	ro.Kube = func() (kubernetes.Interface, error) { return kube.Client(o.Kubeconfig, "trellis-ami-rollout") }
 	host, _ := os.Hostname()
 	ro.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
