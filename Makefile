@@ -144,8 +144,8 @@ bench-backtest: ## The forecast planner vs peak+20% on the generated families, 2
 # Real time: the rates are what the machine managed to send each second, so
 # run it with nothing else on the machine (make test records 2 days stamped).
 backtest-recorded: test-deps tools-node ## Record 42 virtual days of request rates in real time (17 min; needs the machine to itself) and backtest the planners on them
-	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run '^TestIntegrationRecordRealTime$$' ./governance/forecast/backtest/recorded/
-	UPDATE=1 $(GO) test -count=1 -v -run TestBacktestRecorded ./governance/forecast/backtest/recorded/
+	RECORD_FULL=1 $(GO) test -count=1 -v -timeout 40m -run '^TestIntegrationRecordRealTime$$' ./bench/backtest/recorded/
+	UPDATE=1 $(GO) test -count=1 -v -run TestBacktestRecorded ./bench/backtest/recorded/
 
 ##@ dev
 

@@ -68,45 +68,9 @@ type Values struct {
 	KubeRepository    string
 	KubernetesVersion string
 	EtcdTag           string
-	// KarmadaEtcdClaim keeps the fleet's etcd on a persistent volume (AWS);
-	// kind clusters have no volume provisioner: an emptyDir, which lives as
-	// long as the pod.
-	KarmadaEtcdClaim bool
-	// KarmadaCPU are the fleet components' CPU requests, by container:
-	// what a management cluster reserves for them; on kind a token amount
-	// (the local nodes' two CPUs are taken by the cluster's own addons).
-	KarmadaCPU map[string]string
-	// KarmadaGOGC is the fleet's apiserver's and controllers' garbage
-	// collector target (fleet/karmada.DefaultGOGC: why).
-	KarmadaGOGC int
-	// KarmadaReplicas are the fleet API's pods, each an etcd member
-	// (definition.FleetReplicas); with more than one, KarmadaPeerService
-	// names the members and KarmadaEtcdInitialCluster lists them.
-	KarmadaReplicas           int
-	KarmadaPeerService        string
-	KarmadaEtcdInitialCluster string
-	// KarmadaControllerReplicas run each fleet controller (one leads, one
-	// waits) and the webhook (stateless): 2 beside a replicated API, else
-	// 1.
-	KarmadaControllerReplicas int
-}
-
-// karmadaGOGC is fleet/karmada.DefaultGOGC (a test keeps them equal).
-const karmadaGOGC = 300
-
-// karmadaCPU are the fleet components' CPU requests on AWS.
-var karmadaCPU = map[string]string{
-	"etcd": "100m", "kube-apiserver": "250m", "aggregated-apiserver": "50m", "kube-controller-manager": "50m",
-	"webhook": "50m", "install": "50m", "scheduler": "100m", "controller-manager": "200m",
-}
-
-// karmadaCPUKind are the token requests of a local management cluster.
-func karmadaCPUKind() map[string]string {
-	out := map[string]string{}
-	for k := range karmadaCPU {
-		out[k] = "10m"
-	}
-	return out
+	// Addon are the values of the addon being rendered, from its
+	// Lifecycle (nil: it has none).
+	Addon map[string]any
 }
 
 // Registry of the runtime images.
@@ -114,8 +78,13 @@ const Registry = "registry.trellis.dev/trellis"
 
 // Render renders the definition's addons, in dependency order (an addon's
 // dependencies that the definition does not list are skipped: a cluster
-// may bring its own, e.g. ZooKeeper outside the cluster).
-func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
+// may bring its own, e.g. ZooKeeper outside the cluster). An addon's
+// .Addon values come from the lifecycle that serves it (none given:
+// DefaultLifecycles).
+func Render(def *definition.ClusterDefinition, lifecycles ...Lifecycle) ([]Rendered, error) {
+	if len(lifecycles) == 0 {
+		lifecycles = DefaultLifecycles()
+	}
 	order, err := Order(def)
 	if err != nil {
 		return nil, err
@@ -125,13 +94,7 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 		ZooKeeper: strings.Join(def.Runtime.ZooKeeper.Ensemble, ","), ZooKeeperRoot: def.Runtime.ZooKeeper.Root,
 		IssuerReplicas: 2, ControllerReplicas: 2, NetworkMode: "bridge",
 		KubeRepository: render.ImageRepository(def), KubernetesVersion: "v" + strings.TrimPrefix(def.KubernetesVersion, "v"),
-		EtcdTag: render.EtcdImageTag(versions.Etcd), KarmadaEtcdClaim: def.Cloud == definition.CloudAWS,
-		KarmadaGOGC: karmadaGOGC,
-	}
-	v.KarmadaReplicas, v.KarmadaPeerService, v.KarmadaControllerReplicas = def.FleetReplicas(), KarmadaPeerService, 1
-	v.KarmadaEtcdInitialCluster = karmadaInitialCluster(v.KarmadaReplicas)
-	if v.KarmadaReplicas > 1 {
-		v.KarmadaControllerReplicas = 2
+		EtcdTag: render.EtcdImageTag(versions.Etcd),
 	}
 	if def.Cloud == definition.CloudAWS {
 		v.NetworkMode = "aws"
@@ -139,10 +102,8 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 	if v.ZooKeeperRoot == "" {
 		v.ZooKeeperRoot = "/discovery"
 	}
-	v.KarmadaCPU = karmadaCPU
 	if def.Cloud == definition.CloudKind {
 		v.IssuerReplicas, v.ControllerReplicas = 1, 1
-		v.KarmadaCPU = karmadaCPUKind()
 	}
 	sink := def.Runtime.LogSink
 	switch sink.Type {
@@ -160,7 +121,7 @@ func Render(def *definition.ClusterDefinition) ([]Rendered, error) {
 	v.QuotaSchedule, v.QuotaWatchArgs = quotaWatch(def.Quota)
 	var out []Rendered
 	for _, a := range order {
-		v.Version = a.Version
+		v.Version, v.Addon = a.Version, valuesFor(lifecycles, def, a.Name)
 		objs, raw, err := renderAddon(a, v)
 		if err != nil {
 			return nil, fmt.Errorf("addon %s %s: %w", a.Name, a.Version, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -48,6 +47,9 @@ type Applier struct {
 	Force bool
 	// Clock dates the certificates the applier mints (default: real).
 	Clock clock.PassiveClock
+	// Lifecycles are called before and after the addons are applied
+	// (nil: DefaultLifecycles).
+	Lifecycles []Lifecycle
 }
 
 // NewApplier connects to the cluster of cfg.
@@ -75,8 +77,10 @@ type Result struct {
 // Apply applies the addons in order. It stops at the first addon that fails
 // (its dependants are not applied).
 func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, error) {
-	if err := a.checkFleetMembers(ctx, rendered); err != nil {
-		return nil, err
+	for _, lc := range a.lifecycles() {
+		if err := lc.Check(ctx, a, rendered); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.ensureNamespace(ctx); err != nil {
 		return nil, err
@@ -109,16 +113,12 @@ func (a *Applier) Apply(ctx context.Context, rendered []Rendered) ([]Result, err
 			fmt.Fprintf(a.Out, "applied %s %s (%d objects)\n", r.Addon.Name, r.Addon.Version, len(r.Objects))
 		}
 	}
-	// The fleet API's members are replaced by the applier (OnDelete), after
-	// every addon: the template may have changed with its addon or with a
-	// renewal of the certificates, and a roll an earlier apply left
-	// unfinished goes on.
-	rolled, err := a.rollFleetMembers(ctx)
-	if len(rolled) > 0 {
-		results = append(results, Result{Addon: KarmadaAPIServerAddon, Action: "members replaced", Objects: len(rolled)})
-	}
-	if err != nil {
-		return results, fmt.Errorf("addon %s: %w", KarmadaAPIServerAddon, err)
+	for _, lc := range a.lifecycles() {
+		done, err := lc.Finish(ctx, a)
+		results = append(results, done...)
+		if err != nil {
+			return results, err
+		}
 	}
 	pruned, err := a.Prune(ctx, rendered)
 	for _, p := range pruned {
@@ -167,46 +167,39 @@ func (a *Applier) record(ctx context.Context) (*corev1.ConfigMap, error) {
 	return cm, nil
 }
 
-// ensureSecrets creates the secrets the bundle references and does not
-// render (key material never goes through templates or golden files).
-func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error {
-	create := func(name string, data map[string][]byte) error {
-		_, err := a.Client.CoreV1().Secrets(Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Data: data}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to create secret %s: %w", name, err)
-		}
-		return nil
+// CreateSecret creates secret name in the addons' namespace unless it
+// exists (an existing secret is never replaced here).
+func (a *Applier) CreateSecret(ctx context.Context, name string, data map[string][]byte) error {
+	_, err := a.Client.CoreV1().Secrets(Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Data: data}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create secret %s: %w", name, err)
 	}
+	return nil
+}
+
+// ensureSecrets creates the secrets the bundle references and does not
+// render (key material never goes through templates or golden files), and
+// has each lifecycle seed its own.
+func (a *Applier) ensureSecrets(ctx context.Context, rendered []Rendered) error {
 	if a.CA != nil {
 		data, err := a.CA.Data()
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to read the issuer CA: %w", err)
 		}
-		if err := create("trellis-ca", data); err != nil {
+		if err := a.CreateSecret(ctx, "trellis-ca", data); err != nil {
 			return err
 		}
 	}
-	if slices.ContainsFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon }) {
-		c := a.clock()
-		if secret, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			data, err := karmadaPKI(c.Now())
-			if err != nil {
-				return fmt.Errorf("fleet control plane certificates: %w", err)
-			}
-			if err := create(KarmadaSecret, data); err != nil {
-				return err
-			}
-		} else if err != nil {
-			return fmt.Errorf("failed to read secret %s: %w", KarmadaSecret, err)
-		} else if err := a.renewFleetPKI(ctx, secret, c.Now()); err != nil {
+	for _, lc := range a.lifecycles() {
+		if err := lc.Seed(ctx, a, rendered); err != nil {
 			return err
 		}
 	}
 	pw := make([]byte, 24)
 	if _, err := rand.Read(pw); err != nil {
-		return err
+		return fmt.Errorf("failed to generate the ZooKeeper digest: %w", err)
 	}
-	return create("trellis-zk-digest", map[string][]byte{"digest": []byte("trellis-registrar:" + hex.EncodeToString(pw))})
+	return a.CreateSecret(ctx, "trellis-zk-digest", map[string][]byte{"digest": []byte("trellis-registrar:" + hex.EncodeToString(pw))})
 }
 
 func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {

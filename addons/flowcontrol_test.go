@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 // TestIntegrationFlowControl applies the trellis-flowcontrol addon to a

@@ -109,11 +109,13 @@ type Change struct {
 }
 
 // Diff says what Apply (and Prune) would change, by server-side dry-run
-// apply of every object against what is live. A fleet API whose etcd
-// member count would change is refused, as Apply refuses it.
+// apply of every object against what is live. What a lifecycle's check
+// refuses is refused, as Apply refuses it.
 func (a *Applier) Diff(ctx context.Context, rendered []Rendered) ([]Change, error) {
-	if err := a.checkFleetMembers(ctx, rendered); err != nil {
-		return nil, err
+	for _, lc := range a.lifecycles() {
+		if err := lc.Check(ctx, a, rendered); err != nil {
+			return nil, err
+		}
 	}
 	var out []Change
 	for _, r := range rendered {

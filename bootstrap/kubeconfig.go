@@ -69,3 +69,13 @@ func Kubeconfig(ctx context.Context, def *definition.ClusterDefinition, opts Kub
 	}
 	return b, nil
 }
+
+// StoredClusterCA is the CA of the definition's cluster in the kops state
+// store it was created in (an s3:// store read through the emulator when
+// one is given), as `cluster create` wrote it.
+func StoredClusterCA(ctx context.Context, def *definition.ClusterDefinition, store, emulator string) ([]byte, error) {
+	if err := (Env{Emulator: emulator, Region: def.Region}).Setup(); err != nil {
+		return nil, err
+	}
+	return statestore.ClusterCA(ctx, store, render.ClusterName(def))
+}

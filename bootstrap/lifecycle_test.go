@@ -19,8 +19,8 @@ import (
 	"k8s.io/kops/util/pkg/vfs"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/test/fakes/fakeaws"
 )
 
 func setupKops(t *testing.T) {

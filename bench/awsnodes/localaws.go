@@ -18,7 +18,7 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
 
-// instanceLabel marks the nodes local/awsnodes makes of instances.
+// instanceLabel marks the nodes awsloop/nodeprovider makes of instances.
 const instanceLabel = "trellis.dev/instance-id"
 
 // localAWS is a `trellis local aws` child process.

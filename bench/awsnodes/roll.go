@@ -8,9 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/trellis-dev/trellis/awsloop/nodeprovider"
 	"github.com/trellis-dev/trellis/bench/internal/rollbench"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
-	"github.com/trellis-dev/trellis/local/awsnodes"
 )
 
 // kindCluster is the local kind cluster whose node image the instance
@@ -24,11 +24,11 @@ const kindCluster = "trellis-local"
 // the runtime again, so that the next roll starts from the same place.
 func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error) {
 	b.n++
-	base, err := awsnodes.KindNodeImage(ctx, kindCluster)
+	base, err := nodeprovider.KindNodeImage(ctx, kindCluster)
 	if err != nil {
 		return result{}, err
 	}
-	ami, _, err := awsnodes.RegisterNodeImage(ctx, b.images.EC2, base, fmt.Sprintf("bench-%d-%d", time.Now().Unix(), b.n))
+	ami, _, err := nodeprovider.RegisterNodeImage(ctx, b.images.EC2, base, fmt.Sprintf("bench-%d-%d", time.Now().Unix(), b.n))
 	if err != nil {
 		return result{}, err
 	}
@@ -68,7 +68,8 @@ func (b *bench) roll(ctx context.Context, tool string, s setting) (result, error
 		b.proxy.ResetCalls()
 		b.counter.reset()
 		start := time.Now()
-		n, err := b.kops(ctx, s)
+		n, err := rollbench.KopsRoll{Store: store, Name: b.name, Group: b.o.group, Cloud: b.aws, Settings: s.kops, Kube: b.kc, Config: b.cfg,
+			Interval: s.interval, PostDrain: s.postDrain, Tick: s.tick, Success: s.success, Validations: s.validations}.Run(ctx)
 		res.wall = time.Since(start)
 		if err != nil {
 			return result{}, err

@@ -19,7 +19,6 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
-	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/internal/awsemu"
 )
 
@@ -161,11 +160,7 @@ type bench struct {
 }
 
 func newBench(ctx context.Context, o options, region, name, emulator string, cfg *rest.Config, watch kubernetes.Interface, proxy *awsemu.FaultProxy) (*bench, error) {
-	cloud, err := awsup.NewAWSCloud(region, map[string]string{awsup.TagClusterName: name})
-	if err != nil {
-		return nil, err
-	}
-	cs, err := statestore.Open(ctx, store)
+	aws, cloud, err := rollbench.Clouds(ctx, store, region, name)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +175,8 @@ func newBench(ctx context.Context, o options, region, name, emulator string, cfg
 	if err != nil {
 		return nil, err
 	}
-	return &bench{o: o, name: name, images: awsemu.NewClients(emulator, region), aws: cloud,
-		cloud: &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs},
-		cfg:   counted, kc: kc, counter: counter, watch: watch, nodes: nodes, proxy: proxy}, nil
+	return &bench{o: o, name: name, images: awsemu.NewClients(emulator, region), aws: aws, cloud: cloud,
+		cfg: counted, kc: kc, counter: counter, watch: watch, nodes: nodes, proxy: proxy}, nil
 }
 
 type result struct {

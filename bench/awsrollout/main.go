@@ -26,7 +26,6 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
-	"github.com/trellis-dev/trellis/bootstrap/statestore"
 	"github.com/trellis-dev/trellis/internal/awsemu"
 	"github.com/trellis-dev/trellis/internal/logs"
 )
@@ -141,15 +140,11 @@ type bench struct {
 }
 
 func newBench(ctx context.Context, c *awsemu.Clients, name, region string) (*bench, error) {
-	cloud, err := awsup.NewAWSCloud(region, map[string]string{awsup.TagClusterName: name})
+	aws, cloud, err := rollbench.Clouds(ctx, store, region, name)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := statestore.Open(ctx, store)
-	if err != nil {
-		return nil, err
-	}
-	return &bench{c: c, name: name, aws: cloud, cloud: &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}}, nil
+	return &bench{c: c, name: name, aws: aws, cloud: cloud}, nil
 }
 
 type result struct {
@@ -195,7 +190,7 @@ func (b *bench) roll(ctx context.Context, proxy *awsemu.FaultProxy, tool string,
 		}
 		proxy.ResetCalls()
 		start := time.Now()
-		n, err := b.kops(ctx, s)
+		n, err := rollbench.KopsRoll{Store: store, Name: b.name, Group: group, Cloud: b.aws, Settings: s.kops, Interval: s.interval}.Run(ctx)
 		res.wall = time.Since(start)
 		if err != nil {
 			return result{}, err

@@ -41,9 +41,9 @@ import (
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/testutil/gen"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 // readsAtScale serves the same node-agent read load (100 agents, each

@@ -44,11 +44,11 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/procstat"
 	"github.com/trellis-dev/trellis/internal/serverset"
 	zktest "github.com/trellis-dev/trellis/internal/testutil/zookeeper"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 type options struct {

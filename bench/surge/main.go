@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 func main() {

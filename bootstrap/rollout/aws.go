@@ -124,7 +124,7 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 	}
 	lts, err := c.AWS.EC2().DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
 	if err != nil {
-		return ImageChange{}, err
+		return ImageChange{}, fmt.Errorf("failed to describe launch template %s of group %s: %w", name, group, err)
 	}
 	latest := aws.ToInt64(lts.LaunchTemplates[0].LatestVersionNumber)
 	// The latest version and the one before it (the previous image, when
@@ -187,7 +187,7 @@ func (c *AWSCloud) SetImage(ctx context.Context, group, imageID string) (ImageCh
 	if c.Clientset != nil && !relaunch {
 		cl, err := c.Clientset.GetCluster(ctx, c.Cluster)
 		if err != nil {
-			return ImageChange{}, err
+			return ImageChange{}, fmt.Errorf("failed to read cluster %s from the state store: %w", c.Cluster, err)
 		}
 		igs := c.Clientset.InstanceGroupsFor(cl)
 		ig, err := igs.Get(ctx, group, metav1.GetOptions{})

@@ -120,7 +120,7 @@ func New(cloud Cloud, cluster Cluster, store Store, opts Options, log *slog.Logg
 func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) {
 	st, err := r.store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the rollout state: %w", err)
 	}
 	now := r.opts.Clock.Now()
 	resumed := true
@@ -332,21 +332,21 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 		if r.state.Image != "" {
 			var err error
 			if img, err = r.cloud.ResolveImage(ctx, r.state.Image); err != nil {
-				return err
+				return fmt.Errorf("failed to resolve image %s: %w", r.state.Image, err)
 			}
 		}
 		ch, err := r.cloud.SetImage(ctx, g.Name, img)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to set image %q on group %s: %w", img, g.Name, err)
 		}
 		next := ch.NewVersion
 		insts, desired, err := r.cloud.Instances(ctx, g.Name)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to list the instances of group %s: %w", g.Name, err)
 		}
 		old, err := outdated(ctx, r.cloud, insts, img, next, g.Strategy.ReplaceAll)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to find the outdated instances of group %s: %w", g.Name, err)
 		}
 		r.edit(func() {
 			g.ImageID, g.PrevVersion, g.PrevImage, g.NewVersion, g.Base = cmp.Or(img, ch.PrevImage), ch.PrevVersion, ch.PrevImage, next, desired
@@ -364,7 +364,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			}
 			if n, err := r.cluster.Node(ctx, id); err == nil && n != nil {
 				if err := r.cluster.Taint(ctx, n, r.state.ID); err != nil {
-					return err
+					return fmt.Errorf("failed to taint node %s of group %s: %w", n.Name, g.Name, err)
 				}
 			}
 		}
@@ -396,7 +396,7 @@ func (r *Roller) group(ctx context.Context, g *GroupProgress) error {
 			_, desired, err := r.cloud.Instances(ctx, g.Name)
 			if err != nil {
 				r.release(k)
-				return err
+				return fmt.Errorf("failed to read the desired capacity of group %s: %w", g.Name, err)
 			}
 			r.edit(func() {
 				n := batchCount(len(g.Replaced), g.Strategy) + 1
@@ -459,7 +459,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 		switch b.Step {
 		case StepSurge:
 			if err := r.cloud.SetDesired(ctx, g.Name, b.Desired); err != nil {
-				return err
+				return fmt.Errorf("failed to surge group %s to %d: %w", g.Name, b.Desired, err)
 			}
 			r.progress.batch(g, "surge: desired capacity %d", b.Desired)
 			r.edit(func() { b.Step = StepGate })
@@ -479,7 +479,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 				}
 				n, err := r.cluster.Node(ctx, id)
 				if err != nil {
-					return err
+					return fmt.Errorf("failed to find the node of instance %s: %w", id, err)
 				}
 				if n != nil {
 					start := r.opts.Clock.Now()
@@ -509,7 +509,7 @@ func (r *Roller) batch(ctx context.Context, g *GroupProgress) error {
 					terminate = r.cloud.Replace
 				}
 				if err := terminate(ctx, g.Name, id); err != nil {
-					return err
+					return fmt.Errorf("failed to terminate instance %s of group %s: %w", id, g.Name, err)
 				}
 				r.progress.batch(g, "terminated %s", id)
 				r.edit(func() { g.Replaced = append(g.Replaced, id) })
@@ -542,7 +542,7 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 	for {
 		insts, _, err := r.cloud.Instances(ctx, g.Name)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to list the instances of group %s: %w", g.Name, err)
 		}
 		ready := 0
 		var fresh []Instance
@@ -567,7 +567,7 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 			}
 			n, err := r.cluster.Node(ctx, in.ID)
 			if err != nil {
-				return err
+				return fmt.Errorf("failed to find the node of instance %s: %w", in.ID, err)
 			}
 			if n == nil {
 				why = "instance " + in.ID + " has no node yet"
@@ -575,7 +575,7 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 			}
 			ok, reason, err := r.cluster.Ready(ctx, n)
 			if err != nil {
-				return err
+				return fmt.Errorf("failed to read the readiness of node %s: %w", n.Name, err)
 			}
 			if ok {
 				for _, check := range r.opts.Checks {
@@ -614,7 +614,7 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 func Request(ctx context.Context, store Store, status Status, now time.Time) (*State, error) {
 	st, err := store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the rollout state: %w", err)
 	}
 	if st == nil || st.Status == StatusDone || st.Status == StatusAborted {
 		return st, ErrNoRollout

@@ -81,7 +81,7 @@ func (k *KubeCluster) Ready(ctx context.Context, n *corev1.Node) (bool, string, 
 	}
 	pods, err := k.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
 	if err != nil {
-		return false, "", err
+		return false, "", fmt.Errorf("failed to list the pods of node %s: %w", n.Name, err)
 	}
 	readyBy := map[types.UID]bool{}
 	for _, p := range pods.Items {
@@ -94,7 +94,7 @@ func (k *KubeCluster) Ready(ctx context.Context, n *corev1.Node) (bool, string, 
 	for _, ns := range k.RuntimeNamespaces {
 		dss, err := k.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, "", err
+			return false, "", fmt.Errorf("failed to list the daemonsets of namespace %s: %w", ns, err)
 		}
 		for _, ds := range dss.Items {
 			if targets(&ds, n) && !readyBy[ds.UID] {
@@ -129,8 +129,10 @@ func (k *KubeCluster) patch(ctx context.Context, node string, patch map[string]a
 	if err != nil {
 		return err
 	}
-	_, err = k.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{})
-	return err
+	if _, err = k.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("failed to patch node %s: %w", node, err)
+	}
+	return nil
 }
 
 // Drain cordons the node, evicts its pods (not DaemonSet or mirror pods,
@@ -147,7 +149,7 @@ func (k *KubeCluster) Drain(ctx context.Context, n *corev1.Node, opts DrainOptio
 	for {
 		pods, err := k.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to list the pods of node %s: %w", n.Name, err)
 		}
 		var left []string // the pods that stay, and why
 		var blocker string

@@ -35,7 +35,7 @@ func Take(ctx context.Context, stateStore, cluster string) (*Snapshot, error) {
 	s := &Snapshot{base: root.Join(cluster), files: map[string][]byte{}}
 	paths, err := s.list(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list %s in state store %s: %w", cluster, stateStore, err)
 	}
 	for rel, p := range paths {
 		data, err := p.ReadFile(ctx)

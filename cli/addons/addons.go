@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
@@ -76,14 +76,13 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			return nil
 		},
 	}
-	diff.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	flags.Kubeconfig(diff.Flags(), &kubeconfig, "kubeconfig of the cluster")
 	for _, c := range []*cobra.Command{render, apply, diff} {
-		c.Flags().StringVarP(&file, "file", "f", "", "cluster definition")
-		_ = c.MarkFlagRequired("file")
+		flags.File(c, &file, "cluster definition")
 	}
-	apply.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	flags.Kubeconfig(apply.Flags(), &kubeconfig, "kubeconfig of the cluster")
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
-	apply.Flags().StringVar(&state, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store holding the cluster's identity root CA (AWS clusters)")
+	flags.State(apply.Flags(), &state, "kops state store holding the cluster's identity root CA (AWS clusters)")
 	apply.Flags().DurationVar(&wait, "wait", 0, "how long each addon's workloads, and each fleet API member the apply replaces, may take to become ready (0: do not wait, and replace no fleet API member)")
 	cmd.AddCommand(render, apply, diff)
 	return cmd

@@ -5,25 +5,19 @@ package ami
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/health"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/bootstrap/statestore"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
@@ -43,8 +37,8 @@ type common struct {
 
 func (c *common) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&c.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	cmd.Flags().StringVar(&c.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
-	cmd.Flags().StringVar(&c.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback: every AWS call and the s3:// state store go there (default $"+bootstrap.EmulatorEnv+")")
+	flags.State(cmd.Flags(), &c.State, "kops state store (default $KOPS_STATE_STORE)")
+	flags.Emulator(cmd.Flags(), &c.Emulator, "URL of an AWS API emulator on loopback: every AWS call and the s3:// state store go there (default $"+bootstrap.EmulatorEnv+")")
 	_ = cmd.MarkFlagRequired("file")
 }
 
@@ -70,26 +64,8 @@ func (c *common) store() (*rollout.VFSStore, *definition.ClusterDefinition, stri
 
 type rolloutOptions struct {
 	common
-	Yes            bool
-	Image          string
-	Groups         []string
-	MaxSurge       int
-	MaxUnavailable int
-	DrainGrace     int
-	HTTPChecks     []string
-	CommandChecks  []string
-	CheckTimeout   time.Duration
-	Validate       bool
-	LockTTL        time.Duration
-	Canary         bool
-	PauseCanary    bool
-	Budget         int
-	GateTimeout    time.Duration
-	DrainTimeout   time.Duration
-	BakeTime       time.Duration
-	Kubeconfig     string
-	Rollback       bool
-	CloudOnly      bool
+	Kubeconfig string
+	bootstrap.AMIRolloutOptions
 }
 
 func newRolloutCommand(s streams.Streams) *cobra.Command {
@@ -118,14 +94,14 @@ again after a crash and it resumes.
 	}
 	o.add(cmd)
 	cmd.Flags().StringVar(&o.Image, "image", "", "new image: ami-..., ssm:/parameter or owner/name")
-	cmd.Flags().StringSliceVar(&o.Groups, "groups", nil, "instance groups to roll (default: every node group)")
+	cmd.Flags().StringSliceVar(&o.Overrides.Groups, "groups", nil, "instance groups to roll (default: every node group)")
 	cmd.Flags().BoolVar(&o.Yes, "yes", false, "run the rollout (default: print the plan)")
-	cmd.Flags().IntVar(&o.MaxSurge, "max-surge", -1, "new nodes per batch per group (default: the group's maxSurge, else 10% of its minimum size)")
-	cmd.Flags().IntVar(&o.MaxUnavailable, "max-unavailable", -1, "old nodes replaced in place per batch when max-surge is 0 (default: the group's maxUnavailable)")
-	cmd.Flags().BoolVar(&o.Canary, "canary", true, "start each group with a one-node batch")
-	cmd.Flags().BoolVar(&o.PauseCanary, "pause-after-canary", false, "pause for a human after each group's canary (resume with `trellis ami resume`)")
+	cmd.Flags().IntVar(&o.Overrides.MaxSurge, "max-surge", -1, "new nodes per batch per group (default: the group's maxSurge, else 10% of its minimum size)")
+	cmd.Flags().IntVar(&o.Overrides.MaxUnavailable, "max-unavailable", -1, "old nodes replaced in place per batch when max-surge is 0 (default: the group's maxUnavailable)")
+	cmd.Flags().BoolVar(&o.Overrides.Canary, "canary", true, "start each group with a one-node batch")
+	cmd.Flags().BoolVar(&o.Overrides.PauseAfterCanary, "pause-after-canary", false, "pause for a human after each group's canary (resume with `trellis ami resume`)")
 	cmd.Flags().IntVar(&o.Budget, "budget", 0, "new nodes surged at once across all groups (default: the sum of the groups' surges)")
-	cmd.Flags().DurationVar(&o.BakeTime, "bake-time", 0, "wait after each batch")
+	cmd.Flags().DurationVar(&o.Overrides.BakeTime, "bake-time", 0, "wait after each batch")
 	o.addRunFlags(cmd)
 	cmd.Flags().BoolVar(&o.Rollback, "rollback", false, "roll back onto the previous image of the last rollout")
 	return cmd
@@ -136,183 +112,12 @@ func runRollout(ctx context.Context, o *rolloutOptions, s streams.Streams) error
 	if err != nil {
 		return err
 	}
-	resume := o.Image == "" && !o.Rollback
-	var prev *rollout.State
-	if o.Rollback {
-		if prev, err = rollbackTarget(ctx, store, o); err != nil {
-			return err
-		}
-	}
-	groups, err := bootstrap.Strategies(def, bootstrap.StrategyOverrides{Groups: o.Groups, MaxSurge: o.MaxSurge, MaxUnavailable: o.MaxUnavailable,
-		Canary: o.Canary, PauseAfterCanary: o.PauseCanary, BakeTime: o.BakeTime})
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.File, err)
-	}
-	cloudOnly, err := o.cloudOnly(ctx, store, resume)
-	if err != nil {
-		return err
-	}
-	for g, st := range groups {
-		st.CloudOnly = cloudOnly
-		groups[g] = st
-	}
-	cloud, err := awsup.NewAWSCloud(def.Region, map[string]string{awsup.TagClusterName: name})
-	if err != nil {
-		return fmt.Errorf("failed to reach AWS: %w", err)
-	}
-	cs, err := statestore.Open(ctx, o.State)
-	if err != nil {
-		return err
-	}
-	awsCloud := &rollout.AWSCloud{AWS: cloud, Cluster: name, Clientset: cs}
-	if o.Image != "" {
-		img, err := cloud.ResolveImage(o.Image)
-		if err != nil {
-			return fmt.Errorf("failed to resolve image %q: %w", o.Image, err)
-		}
-		if err := bootstrap.CheckImageArchitecture(def, slices.Collect(maps.Keys(groups)), o.Image, string(img.Architecture)); err != nil {
-			return fmt.Errorf("%s: %w", o.File, err)
-		}
-	}
-	opts := rollout.Options{
-		Image: o.Image, Groups: groups, Budget: o.Budget, GateTimeout: o.GateTimeout, Drain: rollout.DrainOptions{Timeout: o.DrainTimeout}, LockTTL: o.LockTTL,
-		Progress: s.Out,
-	}
-	if o.DrainGrace >= 0 {
-		opts.Drain.GracePeriod = new(int64(o.DrainGrace))
-	}
-	if !o.Yes && !resume {
-		var pdbs rollout.Constraints
-		if o.Kubeconfig != "" {
-			kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
-			if err != nil {
-				return err
-			}
-			if pdbs, err = rollout.NewKubeCluster(ctx, kc); err != nil {
-				return err
-			}
-		}
-		plan, err := rollout.MakePlan(ctx, awsCloud, pdbs, opts)
-		if err != nil {
-			return err
-		}
-		plan.Print(s.Out)
-		fmt.Fprintln(s.Out, "Nothing changed. Pass --yes to start the rollout.")
-		return nil
-	}
-	if prev != nil {
-		// A finished state makes room for the rollback rollout.
-		prev.Status = rollout.StatusDone
-		if err := store.Save(ctx, prev); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.Out, "Rolling %s back onto %s\n", strings.Join(o.Groups, ", "), o.Image)
-	}
-	var cluster rollout.Cluster
-	if !cloudOnly {
-		kc, err := kube.Client(o.Kubeconfig, "trellis-ami-rollout")
-		if err != nil {
-			return err
-		}
-		if cluster, err = rollout.NewKubeCluster(ctx, kc); err != nil {
-			return err
-		}
-		opts.Checks = o.checks(kc, def)
-	}
+	ro := o.AMIRolloutOptions
+	ro.StateStore, ro.Store, ro.DefinitionFile, ro.Out, ro.PlanBudgets = o.State, store, o.File, s.Out, o.Kubeconfig != ""
+	ro.Kube = func() (kubernetes.Interface, error) { return kube.Client(o.Kubeconfig, "trellis-ami-rollout") }
 	host, _ := os.Hostname()
-	opts.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
-	st, err := rollout.New(awsCloud, cluster, store, opts, nil).Start(ctx, name)
-	if st != nil {
-		st.Print(s.Out)
-	}
-	return err
-}
-
-// cloudOnly says whether this run rolls without Kubernetes: --cloud-only,
-// or resuming a rollout whose groups all roll cloud-only. Gates that look at
-// nodes cannot go with it.
-func (o *rolloutOptions) cloudOnly(ctx context.Context, store *rollout.VFSStore, resume bool) (bool, error) {
-	only := o.CloudOnly
-	if resume && !only {
-		st, err := store.Load(ctx)
-		if err != nil {
-			return false, err
-		}
-		if st != nil && len(st.Groups) > 0 {
-			only = true
-			for _, g := range st.Groups {
-				only = only && (g.Strategy.CloudOnly || g.Done)
-			}
-		}
-	}
-	if only && (len(o.HTTPChecks) > 0 || len(o.CommandChecks) > 0 || o.Validate) {
-		return false, errors.New("--check-http, --check-command and --validate-cluster gate on nodes: a cloud-only rollout has none")
-	}
-	return only, nil
-}
-
-// rollbackTarget sets o's image and groups to the previous image of the
-// last rollout, which must have stopped.
-func rollbackTarget(ctx context.Context, store *rollout.VFSStore, o *rolloutOptions) (*rollout.State, error) {
-	prev, err := store.Load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if prev == nil {
-		return nil, rollout.ErrNoRollout
-	}
-	if prev.Status == rollout.StatusRunning || prev.Status == rollout.StatusAborting {
-		return nil, fmt.Errorf("rollout %s is %s: abort it and let it stop first", prev.ID, prev.Status)
-	}
-	if prev.Image == "" {
-		return nil, fmt.Errorf("rollout %s (%s) changed no image: there is no image to roll back to", prev.ID, prev.Reason)
-	}
-	o.Image, o.Groups = "", nil
-	for _, g := range prev.GroupNames() {
-		p := prev.Groups[g]
-		if p.PrevImage == "" {
-			continue
-		}
-		if o.Image != "" && o.Image != p.PrevImage {
-			return nil, fmt.Errorf("groups came from different images (%s, %s): roll them back one at a time with --groups", o.Image, p.PrevImage)
-		}
-		o.Image = p.PrevImage
-		o.Groups = append(o.Groups, g)
-	}
-	if o.Image == "" {
-		return nil, errors.New("the last rollout recorded no previous image")
-	}
-	return prev, nil
-}
-
-// validateCheck is `trellis cluster validate` as a gate.
-func validateCheck(kc kubernetes.Interface, def *definition.ClusterDefinition) rollout.Check {
-	return func(ctx context.Context, _ *corev1.Node) error {
-		res, err := health.Validate(ctx, kc, def)
-		if err != nil {
-			return fmt.Errorf("cluster validation: %w", err)
-		}
-		if !res.Valid {
-			f := res.Failures[0]
-			return fmt.Errorf("cluster validation: %s %s: %s (%d failures)", f.Kind, f.Name, f.Message, len(res.Failures))
-		}
-		return nil
-	}
-}
-
-// checks are the custom gates the flags ask for.
-func (o *rolloutOptions) checks(kc kubernetes.Interface, def *definition.ClusterDefinition) []rollout.Check {
-	var out []rollout.Check
-	for _, u := range o.HTTPChecks {
-		out = append(out, rollout.HTTPCheck(u, o.CheckTimeout))
-	}
-	for _, c := range o.CommandChecks {
-		out = append(out, rollout.CommandCheck(c, o.CheckTimeout))
-	}
-	if o.Validate {
-		out = append(out, validateCheck(kc, def))
-	}
-	return out
+	ro.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
+	return bootstrap.RolloutAMI(ctx, def, name, ro)
 }
 
 func newResumeCommand(s streams.Streams) *cobra.Command {
@@ -323,7 +128,7 @@ func newResumeCommand(s streams.Streams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Image = "" // resume what the state store holds
-			o.MaxSurge, o.MaxUnavailable = -1, -1
+			o.Overrides.MaxSurge, o.Overrides.MaxUnavailable = -1, -1
 			return runRollout(cmd.Context(), o, s)
 		},
 	}
@@ -335,7 +140,7 @@ func newResumeCommand(s streams.Streams) *cobra.Command {
 // addRunFlags are the flags of a running rollout: the cluster, gates and
 // drains (not kept in the state store: give them again to resume).
 func (o *rolloutOptions) addRunFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	flags.Kubeconfig(cmd.Flags(), &o.Kubeconfig, "kubeconfig of the cluster")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", 15*time.Minute, "how long new nodes may take to pass the health gates")
 	cmd.Flags().DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "how long a node's drain may take")
 	cmd.Flags().IntVar(&o.DrainGrace, "drain-grace", -1, "eviction grace period in seconds (default: each pod's own)")
@@ -403,6 +208,6 @@ func newStatusCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 	o.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	flags.Output(cmd.Flags(), &output)
 	return cmd
 }

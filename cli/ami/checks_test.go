@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 )
 
@@ -17,7 +18,7 @@ func TestValidateCheckIsClusterValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An empty cluster: `cluster validate` fails it (no nodes, no addons), and so does the gate.
-	err = validateCheck(fake.NewClientset(), l.ClusterDefinition)(context.Background(), &corev1.Node{})
+	err = bootstrap.ValidateCheck(fake.NewClientset(), l.ClusterDefinition)(context.Background(), &corev1.Node{})
 	if err == nil || !strings.Contains(err.Error(), "cluster validation: ") {
 		t.Fatalf("gate on an empty cluster: %v, want the validation's failure", err)
 	}

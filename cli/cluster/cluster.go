@@ -15,8 +15,9 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
-	"github.com/trellis-dev/trellis/bootstrap/fakeaws"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	"github.com/trellis-dev/trellis/test/fakes/fakeaws"
 )
 
 // ErrNotValid is returned when a cluster fails validation.
@@ -44,9 +45,9 @@ type stateFlags struct {
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	cmd.Flags().StringVar(&f.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
+	flags.State(cmd.Flags(), &f.State, "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
 	cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
-	cmd.Flags().StringVar(&f.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
+	flags.Emulator(cmd.Flags(), &f.Emulator, "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
 	cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
 	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries ONE failing cloud task before the command fails and restores the state store; it bounds each task, not the command (tasks that wait on each other can each take it)")
 	cmd.Flags().DurationVar(&f.Progress, "progress-interval", 30*time.Second, "while kops retries, print each still-failing task and its last error this often")

@@ -2,13 +2,13 @@ package cluster
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -78,8 +78,8 @@ keeps the state-store folder: run the same command again to finish.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	cmd.Flags().StringVar(&o.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
-	cmd.Flags().StringVar(&o.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	flags.State(cmd.Flags(), &o.State, "kops state store (default $KOPS_STATE_STORE)")
+	flags.Emulator(cmd.Flags(), &o.Emulator, "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
 	cmd.Flags().BoolVar(&o.Yes, "yes", false, "delete (default: list what would be deleted)")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 10*time.Minute, "how long kops may retry deleting resources that still have dependents")
 	cmd.Flags().DurationVar(&o.Interval, "interval", 10*time.Second, "pause between deletion passes")

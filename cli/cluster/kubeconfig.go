@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trellis-dev/trellis/bootstrap"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -66,8 +66,8 @@ and this process. Run it again when the certificate expires.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	cmd.Flags().StringVar(&o.State, "state", os.Getenv("KOPS_STATE_STORE"), "kops state store (default $KOPS_STATE_STORE)")
-	cmd.Flags().StringVar(&o.Emulator, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	flags.State(cmd.Flags(), &o.State, "kops state store (default $KOPS_STATE_STORE)")
+	flags.Emulator(cmd.Flags(), &o.Emulator, "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
 	cmd.Flags().DurationVar(&o.Admin, "admin", time.Hour, "lifetime of the admin client certificate")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file to write (default $KUBECONFIG's first file, else ~/.kube/config)")
 	_ = cmd.MarkFlagRequired("file")

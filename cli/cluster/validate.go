@@ -3,12 +3,12 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/health"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
@@ -31,8 +31,8 @@ func newValidateCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "table or json")
+	flags.Kubeconfig(cmd.Flags(), &o.Kubeconfig, "kubeconfig of the cluster (default $KUBECONFIG)")
+	flags.Output(cmd.Flags(), &o.Output)
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/governance/etcdanalyze"
 )
@@ -56,7 +57,7 @@ flame-graph tools; --svg renders a flame graph of the keyspace.`,
 	analyze.Flags().IntVar(&top, "top", 30, "key spaces to list (0: all)")
 	analyze.Flags().StringVar(&folded, "folded", "", "write folded stacks (key path;... bytes) to this file")
 	analyze.Flags().StringVar(&svg, "svg", "", "write a flame graph of the keyspace (SVG) to this file")
-	analyze.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	flags.Output(analyze.Flags(), &output)
 	cmd.AddCommand(analyze)
 	return cmd
 }

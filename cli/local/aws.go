@@ -10,17 +10,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/trellis-dev/trellis/awsloop"
+	"github.com/trellis-dev/trellis/awsloop/nodeprovider"
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/internal/awsemu"
-	"github.com/trellis-dev/trellis/local/awslocal"
-	"github.com/trellis-dev/trellis/local/awsnodes"
 )
 
 // newAWSCommand returns `trellis local aws`.
 func newAWSCommand(s streams.Streams) *cobra.Command {
-	var o awslocal.Options
+	var o awsloop.Options
 	var file string
 	home, _ := os.UserHomeDir()
 	cmd := &cobra.Command{
@@ -45,7 +45,7 @@ shell after sourcing --env-file. Everything in the emulator goes when this stops
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o.Out, o.Log = s.Out, logger(s)
-			return awslocal.Up(ctx, l.ClusterDefinition, o)
+			return awsloop.Up(ctx, l.ClusterDefinition, o)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "clusters/local-aws.yaml", "AWS cluster definition whose images are ssm: parameters")
@@ -83,11 +83,11 @@ func newAWSImageCommand(s streams.Streams) *cobra.Command {
 }
 
 func registerImage(ctx context.Context, s streams.Streams, url, region, kind, name string) error {
-	base, err := awsnodes.KindNodeImage(ctx, kind)
+	base, err := nodeprovider.KindNodeImage(ctx, kind)
 	if err != nil {
 		return err
 	}
-	ami, _, err := awsnodes.RegisterNodeImage(ctx, awsemu.NewClients(url, region).EC2, base, name)
+	ami, _, err := nodeprovider.RegisterNodeImage(ctx, awsemu.NewClients(url, region).EC2, base, name)
 	if err != nil {
 		return err
 	}

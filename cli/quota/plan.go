@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
@@ -20,7 +21,7 @@ import (
 // at the last eight weeks).
 const forecastWindow = 56 * day
 
-func planCommand(s streams.Streams, f *flags) *cobra.Command {
+func planCommand(s streams.Streams, f *quotaFlags) *cobra.Command {
 	var headroom float64
 	var promStep time.Duration
 	var useForecast, api bool
@@ -71,11 +72,11 @@ func planCommand(s streams.Streams, f *flags) *cobra.Command {
 	cmd.Flags().DurationVar(&opts.Horizon, "horizon", 30*day, "how far ahead a forecast plan reaches")
 	cmd.Flags().Float64Var(&opts.Risk, "risk", 0, "chance a week's usage passes a forecast plan on some day (default 0.0003)")
 	cmd.Flags().BoolVar(&api, "api", false, "with --forecast --prometheus: also propose API capacity (priority levels, a FlowSchema per tenant and verb class) from the tenants' forecast seats and the cluster's (--kubeconfig), with each tenant's request rates by verb class and their forecast")
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig (for --api: the cluster's priority levels and seats)")
+	flags.Kubeconfig(cmd.Flags(), &f.kubeconfig, "kubeconfig (for --api: the cluster's priority levels and seats)")
 	return cmd
 }
 
-func peakSamples(cmd *cobra.Command, f *flags, step time.Duration, now time.Time) ([]quota.Sample, error) {
+func peakSamples(cmd *cobra.Command, f *quotaFlags, step time.Duration, now time.Time) ([]quota.Sample, error) {
 	if f.source.Prometheus != "" {
 		// The peak over the same retention, from kube-state-metrics.
 		smp, err := quota.FromPrometheus(cmd.Context(), f.source.Prometheus, f.retention, step, now)
@@ -107,7 +108,7 @@ func readPlan(path string) (quota.Plan, error) {
 // from Prometheus and sizes the cluster's priority levels for the seats. A
 // planned namespace without history yet (no FlowSchemas of its own so far)
 // is a tenant of the shared level: its FlowSchemas start the history.
-func proposeAPI(cmd *cobra.Command, f *flags, opts forecast.Options, headroom float64, now time.Time, namespaces []string) (*apfplan.Proposal, error) {
+func proposeAPI(cmd *cobra.Command, f *quotaFlags, opts forecast.Options, headroom float64, now time.Time, namespaces []string) (*apfplan.Proposal, error) {
 	if f.source.Prometheus == "" {
 		return nil, fmt.Errorf("--api reads the tenants' seats from --prometheus")
 	}

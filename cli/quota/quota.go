@@ -4,13 +4,13 @@ package quota
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/governance/quota"
@@ -18,19 +18,19 @@ import (
 
 const day = 24 * time.Hour
 
-// flags shared by the subcommands.
-type flags struct {
+// quotaFlags are shared by the subcommands.
+type quotaFlags struct {
 	kubeconfig string
 	source     quota.Source
 	retention  time.Duration
 	skip       []string
 }
 
-func (f *flags) client() (kubernetes.Interface, error) {
+func (f *quotaFlags) client() (kubernetes.Interface, error) {
 	return kube.Client(f.kubeconfig, "trellis-quota")
 }
 
-func (f *flags) skipped() map[string]bool {
+func (f *quotaFlags) skipped() map[string]bool {
 	sk := map[string]bool{}
 	for _, n := range f.skip {
 		sk[n] = true
@@ -41,7 +41,7 @@ func (f *flags) skipped() map[string]bool {
 // NewCommand returns `trellis quota`.
 func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "quota", Short: "Plan namespace quotas from observed usage or its forecast, apply them, alert before they run out"}
-	f := &flags{}
+	f := &quotaFlags{}
 	sample := &cobra.Command{
 		Use: "sample --store FILE", Short: "Record every namespace's usage (run it periodically)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,7 +81,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	_ = apply.MarkFlagRequired("plan")
 	plan, watch, report := planCommand(s, f), watchCommand(s, f), reportCommand(s, f)
 	for _, c := range []*cobra.Command{sample, apply, watch} {
-		c.Flags().StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig")
+		flags.Kubeconfig(c.Flags(), &f.kubeconfig, "kubeconfig")
 	}
 	for _, c := range []*cobra.Command{sample, plan, watch, report} {
 		c.Flags().StringVar(&f.source.Store, "store", "quota-samples.jsonl", "local sample store (JSON lines)")

@@ -16,7 +16,7 @@ import (
 	"github.com/trellis-dev/trellis/governance/quota"
 )
 
-func reportCommand(s streams.Streams, f *flags) *cobra.Command {
+func reportCommand(s streams.Streams, f *quotaFlags) *cobra.Command {
 	var ns, res, out, planFile string
 	var opts forecast.Options
 	cmd := &cobra.Command{

@@ -10,7 +10,7 @@ import (
 	"github.com/trellis-dev/trellis/governance/quota"
 )
 
-func watchCommand(s streams.Streams, f *flags) *cobra.Command {
+func watchCommand(s streams.Streams, f *quotaFlags) *cobra.Command {
 	var cfg quota.WatchConfig
 	var tz string
 	var forecasts bool

@@ -8,9 +8,9 @@ import "time"
 // of its EvictionWorkers waits 1/rate after every binding it looks at,
 // whether it evicted it or not (a binding already moved, a member already
 // back). Karmada's default rate, 0.5, takes 1.5 bindings a second: with 100
-// services on a member, a failover that began while the previous one's
-// bindings were still queued waited 52 s more for web's turn (measured in
-// make test-fleet). The rate stays a limit (a control plane cut off from
+// services on a member, a failover that begins while the previous one's
+// bindings are still queued waits about a minute more for a binding's turn
+// (docs/design/fleet.md). The rate stays a limit (a control plane cut off from
 // every member must not evict everything at once), set from the bound a
 // fleet states.
 const (

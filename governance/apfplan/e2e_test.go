@@ -25,8 +25,8 @@ import (
 	"github.com/trellis-dev/trellis/addons/addontest"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast"
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 // phase is what one load phase measured.

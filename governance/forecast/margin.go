@@ -16,9 +16,8 @@ import (
 // and MAD: a one-off spike does not move them). In the additive form each
 // is read at its block's top (scaled by top/model): usage's noise usually
 // grows with the level, and the hours just under the top would otherwise
-// understate it by about 4%, which ran a noisy plan out for an hour in
-// the backtests; noise of one size is then overstated by under
-// 1/nearPeak. With Gaussian noise,
+// understate it by about 4%, enough for a noisy plan to run out; noise of
+// one size is then overstated by under 1/nearPeak. With Gaussian noise,
 // independent from hour to hour, the margin follows exactly: the coming
 // week's hours all stay under their calendar day's modelled peak plus the
 // margin with probability 1-Risk (a plan step holds the week's largest
@@ -33,9 +32,9 @@ import (
 // narrow: the margin is then at least the Gumbel tail fitted to the daily
 // peaks' misses, which carries what the tail really does.
 //
-// Few days of history widen the margin by 1+5/days: with 1+4/days the
-// backtests' first plan after a level shift (14 days of history) ran out
-// for an hour.
+// Few days of history widen the margin by 1+5/days: the first plan after
+// a level shift has only the days since it to fit, and a narrower widening
+// lets that plan run out (docs/design/forecast.md).
 func peakMargin(h Series, m *Model, opts Options) float64 {
 	fitted := m.along(h)
 	miss := dailyMisses(h, fitted, m.Form)

@@ -23,10 +23,9 @@ type Options struct {
 	PlanStep time.Duration
 	// Risk is the probability that a week's usage rises above PeakBound
 	// on some day of it, when the model's assumptions hold (default
-	// 0.0003). The backtests set it: in the 10,920 plans (24 seeds) of the
-	// 7 families where peak+20% never runs out, 0.003 ran out in 10, and
-	// 0.0003 and 0.0001 in none, but 0.0001 held as much quota as peak+20%
-	// on steady growth (0.0003: 3.6% less).
+	// 0.0003): low enough that a plan runs out no more often than the
+	// reactive peak+20%, high enough that it holds less quota than that on
+	// steady growth (the backtests: docs/design/forecast.md).
 	Risk float64
 	// Interval is the two-sided probability of the hourly band Lower..Upper
 	// (default 0.95).

@@ -1,8 +1,8 @@
-// Package awslocal runs the production path on this machine: the AWS API
+// Package awsloop runs the production path on this machine: the AWS API
 // emulator, a kops cluster created in it from an AWS definition through the
 // real SDK, and its node instances as kind nodes of the local cluster
-// (local/awsnodes), until stopped.
-package awslocal
+// (awsloop/nodeprovider), until stopped.
+package awsloop
 
 import (
 	"context"
@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/trellis-dev/trellis/awsloop/nodeprovider"
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/internal/awsemu"
-	"github.com/trellis-dev/trellis/local/awsnodes"
 )
 
 // Options of Up.
@@ -81,11 +81,11 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	if err := c.Bucket(ctx, bucket); err != nil {
 		return err
 	}
-	base, err := awsnodes.KindNodeImage(ctx, o.Kind)
+	base, err := nodeprovider.KindNodeImage(ctx, o.Kind)
 	if err != nil {
 		return err
 	}
-	ami, image, err := awsnodes.RegisterNodeImage(ctx, c.EC2, base, fmt.Sprintf("node-%d", time.Now().Unix()))
+	ami, image, err := nodeprovider.RegisterNodeImage(ctx, c.EC2, base, fmt.Sprintf("node-%d", time.Now().Unix()))
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 			return err
 		}
 	}
-	r := awsnodes.New(awsnodes.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, NodeLogs: o.NodeLogs, Log: o.Log})
+	r := nodeprovider.New(nodeprovider.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, NodeLogs: o.NodeLogs, Log: o.Log})
 	// Instance nodes left by an earlier run (killed before its cleanup)
 	// belong to an emulator that is gone.
 	if err := r.RemoveAll(ctx); err != nil {
@@ -136,7 +136,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	defer cancel()
 	fmt.Fprintln(o.Out, "Stopping: removing the instance nodes")
 	err = errors.Join(err, r.RemoveAll(cleanup))
-	n, rerr := awsnodes.RemoveNodeImages(cleanup)
+	n, rerr := nodeprovider.RemoveNodeImages(cleanup)
 	o.Log.Info("removed the node images of the emulator's AMIs", "images", n)
 	return errors.Join(err, rerr)
 }

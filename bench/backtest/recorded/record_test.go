@@ -22,12 +22,12 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/trellis-dev/trellis/addons/addontest"
+	"github.com/trellis-dev/trellis/bench/backtest/recorded"
 	"github.com/trellis-dev/trellis/governance/apfplan"
 	"github.com/trellis-dev/trellis/governance/forecast/backtest"
-	"github.com/trellis-dev/trellis/governance/forecast/backtest/recorded"
-	"github.com/trellis-dev/trellis/governance/loadtest"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 	"github.com/trellis-dev/trellis/internal/testutil/prom"
+	"github.com/trellis-dev/trellis/test/loadtest"
 )
 
 // RecordingFile is the full recording `make backtest-recorded` writes and
@@ -50,7 +50,7 @@ func startTenantsPlane(t *testing.T) tenantsPlane {
 	t.Helper()
 	cp := cluster.Start(t, cluster.Options{})
 	ctx := context.Background()
-	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
+	addontest.Apply(t, cp.Config, filepath.Join("..", "..", "..", "clusters", "prod-us-east-1.yaml"), "trellis-flowcontrol")
 	tenants := recorded.Tenants()
 	cfgs := map[string]*rest.Config{}
 	clients := map[string]kubernetes.Interface{}

@@ -1,4 +1,4 @@
-package awsnodes
+package nodeprovider
 
 import (
 	"context"

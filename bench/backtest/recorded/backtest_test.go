@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellis-dev/trellis/bench/backtest/recorded"
 	"github.com/trellis-dev/trellis/governance/forecast"
 	"github.com/trellis-dev/trellis/governance/forecast/backtest"
-	"github.com/trellis-dev/trellis/governance/forecast/backtest/recorded"
 	"github.com/trellis-dev/trellis/governance/forecast/report"
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
 )
@@ -17,7 +17,7 @@ import (
 // PlotFile is the plot of a recorded tenant in
 // docs/benchmarks/backtest-recorded.md: UPDATE=1 (make backtest-recorded)
 // redraws it.
-var PlotFile = filepath.Join("..", "..", "..", "..", "docs", "benchmarks", "quota-forecast-recorded.png")
+var PlotFile = filepath.Join("..", "..", "..", "docs", "benchmarks", "quota-forecast-recorded.png")
 
 // TestBacktestRecorded scores the planners on the committed recording
 // (`make backtest-recorded` rewrites it): each tenant's request rate as a

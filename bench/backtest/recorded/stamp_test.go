@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellis-dev/trellis/bench/backtest/recorded"
 	"github.com/trellis-dev/trellis/governance/apfplan"
-	"github.com/trellis-dev/trellis/governance/forecast/backtest/recorded"
 	"github.com/trellis-dev/trellis/internal/testutil/prom"
 )
 

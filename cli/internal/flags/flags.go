@@ -1,0 +1,39 @@
+// Package flags wires the flags many commands share (the definition file,
+// the state store, the AWS emulator, the kubeconfig, the output format),
+// each with its environment default, so that they read the same everywhere.
+package flags
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/trellis-dev/trellis/bootstrap"
+)
+
+// File is the required --file/-f.
+func File(cmd *cobra.Command, p *string, usage string) {
+	cmd.Flags().StringVarP(p, "file", "f", "", usage)
+	_ = cmd.MarkFlagRequired("file")
+}
+
+// State is --state, default $KOPS_STATE_STORE.
+func State(fs *pflag.FlagSet, p *string, usage string) {
+	fs.StringVar(p, "state", os.Getenv("KOPS_STATE_STORE"), usage)
+}
+
+// Emulator is --aws-emulator, default $TRELLIS_AWS_EMULATOR.
+func Emulator(fs *pflag.FlagSet, p *string, usage string) {
+	fs.StringVar(p, "aws-emulator", os.Getenv(bootstrap.EmulatorEnv), usage)
+}
+
+// Kubeconfig is --kubeconfig, default $KUBECONFIG.
+func Kubeconfig(fs *pflag.FlagSet, p *string, usage string) {
+	fs.StringVar(p, "kubeconfig", os.Getenv("KUBECONFIG"), usage)
+}
+
+// Output is --output/-o: table (default) or json.
+func Output(fs *pflag.FlagSet, p *string) {
+	fs.StringVarP(p, "output", "o", "table", "table or json")
+}
