@@ -14,6 +14,9 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 	"github.com/trellis-dev/trellis/internal/awsemu"
 	"github.com/trellis-dev/trellis/internal/awsemu/awsemutest"
 )
@@ -245,5 +248,52 @@ func TestIntegrationDeleteSubnetFreesRouteTable(t *testing.T) {
 	}
 	if _, err := c.EC2.DeleteDhcpOptions(ctx, &ec2.DeleteDhcpOptionsInput{DhcpOptionsId: d.DhcpOptions.DhcpOptionsId}); err != nil {
 		t.Fatalf("DHCP options of a deleted VPC: %v, want them there to delete", err)
+	}
+}
+
+// Fix 13: an autoscaling group whose target group is gone (a delete pass
+// removed it first) is still deleted, as on AWS.
+func TestIntegrationDeleteGroupAfterItsTargetGroup(t *testing.T) {
+	s := awsemutest.Start(t)
+	c := awsemu.NewClients(s.URL, "us-east-1")
+	ctx := context.Background()
+	elb := elasticloadbalancingv2.NewFromConfig(aws.Config{
+		Region: "us-east-1", BaseEndpoint: aws.String(s.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("trellis-emulator", "trellis-emulator", ""),
+	})
+	v, err := c.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.6.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := elb.CreateTargetGroup(ctx, &elasticloadbalancingv2.CreateTargetGroupInput{
+		Name: aws.String("tcp-api"), Protocol: elbtypes.ProtocolEnumTcp, Port: aws.Int32(443), VpcId: v.Vpc.VpcId,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := tg.TargetGroups[0].TargetGroupArn
+	ami, err := c.Image(ctx, "trellis-node", "x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt, err := c.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String("api"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(ami), InstanceType: ec2types.InstanceTypeM5Large},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ASG.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String("api"), MinSize: aws.Int32(1), MaxSize: aws.Int32(1), DesiredCapacity: aws.Int32(1),
+		AvailabilityZones: []string{"us-east-1a"}, TargetGroupARNs: []string{*arn},
+		LaunchTemplate: &asgtypes.LaunchTemplateSpecification{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: aws.String("$Latest")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elb.DeleteTargetGroup(ctx, &elasticloadbalancingv2.DeleteTargetGroupInput{TargetGroupArn: arn}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ASG.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String("api"), ForceDelete: aws.Bool(true)}); err != nil {
+		t.Fatalf("delete a group whose target group is gone: %v, want it deleted", err)
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + twelve edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + thirteen edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -25,7 +25,10 @@
 11 DeleteSubnet removes the subnet's route-table associations, as AWS does (moto: keeps them, so
   the route table answers DependencyViolation forever and `cluster delete` never finishes).
 12 DeleteVpc leaves the VPC's DHCP options set, as AWS does (moto deletes it, and kops's deleter,
-  which deletes it after the VPC, got InvalidDhcpOptionID.NotFound, a code it does not know, forever)."""
+  which deletes it after the VPC, got InvalidDhcpOptionID.NotFound, a code it does not know, forever).
+13 An ASG whose target group was deleted can still be scaled and deleted, as on AWS (moto: every
+  capacity change, DeleteAutoScalingGroup among them, answers TargetGroupNotFound forever, so a
+  `cluster delete` whose pass deleted the target group first never finished)."""
 import collections, copy, ipaddress, random, sys
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
@@ -190,6 +193,17 @@ def delete_vpc(self, vpc_id):
         self.dhcp_options_sets[d.id] = d
     return r
 VPCBackend.delete_vpc = delete_vpc
+
+_update_tgs = B.update_attached_target_groups                                   # 13
+def update_attached_target_groups(self, group_name):
+    group = self.autoscaling_groups[group_name]
+    arns = group.target_group_arns
+    group.target_group_arns = [a for a in arns if a in self.elbv2_backend.target_groups]
+    try:
+        return _update_tgs(self, group_name)
+    finally:
+        group.target_group_arns = arns
+B.update_attached_target_groups = update_attached_target_groups
 
 if __name__ == "__main__":
     if {"-H", "--host"} & set(sys.argv[1:]):
