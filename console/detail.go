@@ -22,16 +22,7 @@ func (c *Console) workload(w http.ResponseWriter, r *http.Request, s *Session) {
 		return
 	}
 	st := api.Status{}
-	code, apiErr, err := c.call(r, s, http.MethodGet, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads/"+
-		url.PathEscape(kind)+"/"+url.PathEscape(name)+"/status", nil, &st)
-	switch {
-	case err != nil:
-		p.Message = err.Error()
-		c.render(w, http.StatusBadGateway, "error", p)
-	case apiErr != nil:
-		p.Title, p.Message = apiErr.Reason, apiErr.Message
-		c.render(w, code, "error", p)
-	default:
+	if c.get(w, r, s, &p, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads/"+url.PathEscape(kind)+"/"+url.PathEscape(name)+"/status", &st) {
 		p.Data = st
 		c.render(w, http.StatusOK, "workload", p)
 	}

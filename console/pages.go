@@ -27,19 +27,29 @@ func (c *Console) workloads(w http.ResponseWriter, r *http.Request, s *Session) 
 		return
 	}
 	l := api.WorkloadList{}
-	code, apiErr, err := c.call(r, s, http.MethodGet, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads", nil, &l)
-	switch {
-	case err != nil:
-		p.Message = err.Error()
-		c.render(w, http.StatusBadGateway, "error", p)
-	case apiErr != nil:
-		// What the API refuses, the page does not show.
-		p.Title, p.Message = apiErr.Reason, apiErr.Message
-		c.render(w, code, "error", p)
-	default:
+	if c.get(w, r, s, &p, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads", &l) {
 		p.Data = l.Items
 		c.render(w, http.StatusOK, "workloads", p)
 	}
+}
+
+// get reads target from the gateway's API as the signed-in user into out.
+// When the API cannot be reached or refuses, it renders the error page
+// with what the API said (what the API refuses, the page does not show)
+// and returns false.
+func (c *Console) get(w http.ResponseWriter, r *http.Request, s *Session, p *page, target string, out any) bool {
+	code, apiErr, err := c.call(r, s, http.MethodGet, target, nil, out)
+	switch {
+	case err != nil:
+		p.Message = err.Error()
+		c.render(w, http.StatusBadGateway, "error", *p)
+		return false
+	case apiErr != nil:
+		p.Title, p.Message = apiErr.Reason, apiErr.Message
+		c.render(w, code, "error", *p)
+		return false
+	}
+	return true
 }
 
 // watch streams the gateway's server-sent events for a namespace to the

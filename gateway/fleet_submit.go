@@ -82,11 +82,7 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 			q.fail(http.StatusConflict, "Conflict", conflict, nil)
 			return
 		case prev != nil && !dryRun:
-			res := *prev
-			res.Replayed = true
-			q.rec.Result = "replayed"
-			g.metrics.submissions.WithLabelValues("replayed").Inc()
-			q.ok(http.StatusOK, &res)
+			g.replay(q, prev)
 			return
 		}
 	}
@@ -134,12 +130,7 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 	}
 	written, err := g.writeToFleet(ctx, sub, q.id, subID, pp)
 	if err != nil {
-		g.metrics.submissions.WithLabelValues("failed").Inc()
-		if p := apiProblems(err); p != nil {
-			q.fail(http.StatusUnprocessableEntity, "Invalid", problemsMessage(p), p)
-			return
-		}
-		q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
+		g.writeFailed(q, err)
 		return
 	}
 	setWritten(res, existing, written)
@@ -147,13 +138,7 @@ func (g *Gateway) submitToFleet(q *request, sub *Submission, doc []byte, dryRun 
 	if subID != "" {
 		g.results.put(fleetKey(ns), subID, sub.Digest, res)
 	}
-	q.rec.Result, q.rec.ResourceVersion = res.Action, res.ResourceVersion
-	g.metrics.submissions.WithLabelValues(res.Action).Inc()
-	code := http.StatusOK
-	if res.Action == api.ActionCreated {
-		code = http.StatusCreated
-	}
-	q.ok(code, res)
+	g.written(q, res)
 }
 
 // fleetTarget is a placed submission's placement and the fleet's members

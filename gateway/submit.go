@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -92,11 +93,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 			q.fail(http.StatusConflict, "Conflict", conflict, nil)
 			return
 		} else if prev != nil && !dryRun {
-			res := *prev
-			res.Replayed = true
-			q.rec.Result = "replayed"
-			g.metrics.submissions.WithLabelValues("replayed").Inc()
-			q.ok(http.StatusOK, &res)
+			g.replay(q, prev)
 			return
 		}
 	}
@@ -120,12 +117,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	written, err := g.apply(r.Context(), sub, q.id, subID, false)
 	if err != nil {
-		g.metrics.submissions.WithLabelValues("failed").Inc()
-		if p := apiProblems(err); p != nil {
-			q.fail(http.StatusUnprocessableEntity, "Invalid", problemsMessage(p), p)
-			return
-		}
-		q.fail(http.StatusServiceUnavailable, "Unavailable", "failed to write the workload: "+err.Error(), nil)
+		g.writeFailed(q, fmt.Errorf("failed to write the workload: %w", err))
 		return
 	}
 	setWritten(res, existing, written)
@@ -138,13 +130,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 	if subID != "" {
 		g.results.put(ns, subID, sub.Digest, res)
 	}
-	q.rec.Result, q.rec.ResourceVersion = res.Action, res.ResourceVersion
-	g.metrics.submissions.WithLabelValues(res.Action).Inc()
-	code := http.StatusOK
-	if res.Action == api.ActionCreated {
-		code = http.StatusCreated
-	}
-	q.ok(code, res)
+	g.written(q, res)
 }
 
 // check runs every check in order and returns every problem: schema (a
@@ -292,6 +278,38 @@ func lockIndex(key string) int {
 }
 
 var _ = unstructured.Unstructured{}
+
+// replay answers a retried submission with its first result.
+func (g *Gateway) replay(q *request, prev *api.SubmitResult) {
+	res := *prev
+	res.Replayed = true
+	q.rec.Result = "replayed"
+	g.metrics.submissions.WithLabelValues("replayed").Inc()
+	q.ok(http.StatusOK, &res)
+}
+
+// writeFailed answers a failed write: the apiserver's refusal as a 422
+// with its fields, anything else as a 503.
+func (g *Gateway) writeFailed(q *request, err error) {
+	g.metrics.submissions.WithLabelValues("failed").Inc()
+	if p := apiProblems(err); p != nil {
+		q.fail(http.StatusUnprocessableEntity, "Invalid", problemsMessage(p), p)
+		return
+	}
+	q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
+}
+
+// written answers a submission that was written: 201 when it created the
+// workload, else 200, recorded in the audit line and the metrics.
+func (g *Gateway) written(q *request, res *api.SubmitResult) {
+	q.rec.Result, q.rec.ResourceVersion = res.Action, res.ResourceVersion
+	g.metrics.submissions.WithLabelValues(res.Action).Inc()
+	code := http.StatusOK
+	if res.Action == api.ActionCreated {
+		code = http.StatusCreated
+	}
+	q.ok(code, res)
+}
 
 // setWritten records a write's outcome in res: created, updated, or
 // unchanged when the apply left the resource version as it was.
