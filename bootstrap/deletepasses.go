@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/kops/pkg/resources"
 	awsresources "k8s.io/kops/pkg/resources/aws"
 	"k8s.io/kops/upup/pkg/fi"
@@ -51,7 +53,33 @@ func newDeletion(cloud fi.Cloud, all map[string]*resources.Resource, out io.Writ
 			d.done[k] = true
 		}
 	}
+	d.keepNATGatewaysListable()
 	return d
+}
+
+// keepNATGatewaysListable orders what kops leaves unordered around a NAT
+// gateway. kops finds a cluster's NAT gateways only through the routes of
+// its route tables, so a route table deleted before its NAT gateway (kops
+// deletes both in one phase) leaves a gateway, and its Elastic IP, that no
+// later delete can find: an interrupted or refused delete would leak them.
+// A route table therefore waits for the NAT gateways it routes to, and a
+// subnet for the NAT gateways in it (AWS refuses the subnet's delete while
+// the gateway's interface is there).
+func (d *deletion) keepNATGatewaysListable() {
+	for k, r := range d.all {
+		switch obj := r.Obj.(type) {
+		case ec2types.RouteTable:
+			for _, route := range obj.Routes {
+				if ngw := awsresources.TypeNatGateway + ":" + aws.ToString(route.NatGatewayId); route.NatGatewayId != nil && d.all[ngw] != nil {
+					d.deps[k] = append(d.deps[k], ngw)
+				}
+			}
+		case ec2types.NatGateway:
+			if subnet := string(ec2types.ResourceTypeSubnet) + ":" + aws.ToString(obj.SubnetId); obj.SubnetId != nil && d.all[subnet] != nil {
+				d.deps[subnet] = append(d.deps[subnet], k)
+			}
+		}
+	}
 }
 
 // run deletes until every resource is gone, the wait runs out or ctx is

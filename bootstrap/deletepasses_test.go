@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/kops/pkg/resources"
 	"k8s.io/kops/upup/pkg/fi"
@@ -78,6 +80,39 @@ func TestDeletionStopsBetweenPassesWhenCancelled(t *testing.T) {
 	}
 	if !slices.Equal(del.deleted, []string{"subnet:s"}) || !slices.Equal(del.left(), []string{"vpc:v"}) {
 		t.Errorf("deleted %v, left %v; want subnet deleted, vpc left", del.deleted, del.left())
+	}
+}
+
+func TestDeletionKeepsANATGatewaysRouteTableUntilItIsGone(t *testing.T) {
+	d := &deletes{refuse: map[string]bool{"nat-gateway:ngw": true}}
+	// kops's trackers: the private route table is blocked only by its
+	// associated subnet, the NAT gateway blocks only its Elastic IP.
+	rt := d.resource("route-table", "rt", "vpc:v")
+	rt.Blocked = []string{"subnet:private"}
+	rt.Obj = ec2types.RouteTable{RouteTableId: aws.String("rt"), Routes: []ec2types.Route{{NatGatewayId: aws.String("ngw")}}}
+	ngw := d.resource("nat-gateway", "ngw", "elastic-ip:eip")
+	ngw.Obj = ec2types.NatGateway{NatGatewayId: aws.String("ngw"), SubnetId: aws.String("utility")}
+	all := resourceMap(d.resource("vpc", "v"), rt, ngw, d.resource("elastic-ip", "eip"),
+		d.resource("subnet", "private", "vpc:v"), d.resource("subnet", "utility", "vpc:v"))
+	// One pass: the wait is zero.
+	del := newDeletion(nil, all, &bytes.Buffer{}, time.Hour, 0, time.Now)
+	if err := del.run(context.Background()); !errors.Is(err, ErrDeleteUnfinished) {
+		t.Fatalf("deletion with its NAT gateway refused returned %v, want ErrDeleteUnfinished", err)
+	}
+	// The route table is how kops finds the gateway again; the utility
+	// subnet still holds the gateway's interface.
+	want := []string{"elastic-ip:eip", "nat-gateway:ngw", "route-table:rt", "subnet:utility", "vpc:v"}
+	if diff := cmp.Diff(want, del.left()); diff != "" {
+		t.Errorf("left after the NAT gateway was refused (-want +got):\n%s", diff)
+	}
+
+	d.refuse = nil
+	if err := newDeletion(nil, all, &bytes.Buffer{}, time.Millisecond, time.Minute, time.Now).run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := func(a, b string) bool { return slices.Index(d.order, a) < slices.Index(d.order, b) }
+	if !before("nat-gateway:ngw", "route-table:rt") || !before("nat-gateway:ngw", "subnet:utility") {
+		t.Errorf("deletion order %v: want the NAT gateway before its route table and its subnet", d.order)
 	}
 }
 
