@@ -81,6 +81,9 @@ func Delete(ctx context.Context, def *definition.ClusterDefinition, opts DeleteO
 	if err != nil {
 		return nil, fmt.Errorf("failed to list the cloud resources of %s: %w", c.Name, err)
 	}
+	if err := addOwnedAddresses(ctx, cloud, c.Name, all); err != nil {
+		return nil, err
+	}
 	owned := map[string]*resources.Resource{}
 	plan := &DeletePlan{Cluster: c.Name}
 	for k, r := range all {

@@ -64,14 +64,26 @@ func newDeletion(cloud fi.Cloud, all map[string]*resources.Resource, out io.Writ
 // later delete can find: an interrupted or refused delete would leak them.
 // A route table therefore waits for the NAT gateways it routes to, and a
 // subnet for the NAT gateways in it (AWS refuses the subnet's delete while
-// the gateway's interface is there).
+// the gateway's interface is there). The gateway's Elastic IP waits for
+// that route table too: kops lists the address through the gateway, and
+// a gateway still routed to whose address is released fails the whole
+// listing (DescribeAddresses, InvalidAllocationID.NotFound). An address
+// left alone after its route table is found by its ownership tag
+// (addOwnedAddresses).
 func (d *deletion) keepNATGatewaysListable() {
 	for k, r := range d.all {
 		switch obj := r.Obj.(type) {
 		case ec2types.RouteTable:
 			for _, route := range obj.Routes {
-				if ngw := awsresources.TypeNatGateway + ":" + aws.ToString(route.NatGatewayId); route.NatGatewayId != nil && d.all[ngw] != nil {
-					d.deps[k] = append(d.deps[k], ngw)
+				ngw := awsresources.TypeNatGateway + ":" + aws.ToString(route.NatGatewayId)
+				if route.NatGatewayId == nil || d.all[ngw] == nil {
+					continue
+				}
+				d.deps[k] = append(d.deps[k], ngw)
+				for _, b := range d.all[ngw].Blocks {
+					if d.all[b] != nil && d.all[b].Type == awsresources.TypeElasticIp {
+						d.deps[b] = append(d.deps[b], k)
+					}
 				}
 			}
 		case ec2types.NatGateway:

@@ -111,8 +111,8 @@ func TestDeletionKeepsANATGatewaysRouteTableUntilItIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := func(a, b string) bool { return slices.Index(d.order, a) < slices.Index(d.order, b) }
-	if !before("nat-gateway:ngw", "route-table:rt") || !before("nat-gateway:ngw", "subnet:utility") {
-		t.Errorf("deletion order %v: want the NAT gateway before its route table and its subnet", d.order)
+	if !before("nat-gateway:ngw", "route-table:rt") || !before("nat-gateway:ngw", "subnet:utility") || !before("route-table:rt", "elastic-ip:eip") {
+		t.Errorf("deletion order %v: want the NAT gateway before its route table and its subnet, and its address after the route table", d.order)
 	}
 }
 

@@ -62,10 +62,8 @@ func checkCoded(t *testing.T, out, kind string) {
 // interruptedDelete deletes a cluster whose NAT gateways the cloud refuses
 // to delete, stops it with SIGTERM between passes, and checks that it
 // stopped within 10 s, said what it deleted and what is left and what to
-// run, and kept the state store. (Not the VPC: a delete stopped after a NAT
-// gateway and its Elastic IP are gone but its route table is not cannot be
-// listed again, by kops's CLI either: kops asks DescribeAddresses for the
-// released address of the route's NAT gateway, InvalidAllocationID.NotFound.)
+// run, and kept the state store. The NAT gateway's route table must be
+// left with it: kops finds a NAT gateway only through its routes.
 func interruptedDelete(t *testing.T, c *awsemu.Clients, proxy *awsemu.FaultProxy, env []string, def string) {
 	t.Helper()
 	keepsStore(t, c, "the interrupted delete", func() {

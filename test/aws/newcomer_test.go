@@ -254,6 +254,9 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 	t.Run("delete after failed creates removes all they left, and no other cluster's", func(t *testing.T) {
 		mine := owned(t, c, clusterName)
 		files := prefixed(objects(t, c, bucket), "clusters/"+clusterName+"/")
+		// An address a stopped delete left alone: its NAT gateway and
+		// route table are gone, so only its ownership tag finds it.
+		alone := ownedAddress(t, c, otherName)
 		for f, name := range map[string]string{other: otherName, third: thirdName, fourth: fourthName} {
 			r := trellis("cluster", "delete", "-f", f, "--yes", "--wait", "3m")
 			if r.code != 0 || !strings.Contains(r.out, "Deleted cluster "+name) {
@@ -264,6 +267,11 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 			if r := trellis("cluster", "delete", "-f", f); r.code != 0 || !strings.Contains(r.out, "No cloud resources of "+name) {
 				t.Errorf("left owned by %s: %s", name, r)
 			}
+		}
+		if a, err := c.EC2.DescribeAddresses(context.Background(), &ec2.DescribeAddressesInput{}); err != nil {
+			t.Fatal(err)
+		} else if slices.ContainsFunc(a.Addresses, func(a ec2types.Address) bool { return awssdk.ToString(a.AllocationId) == alone }) {
+			t.Errorf("the delete of %s left its address %s, tagged as owned by it", otherName, alone)
 		}
 		if after := owned(t, c, clusterName); !slices.Equal(mine, after) {
 			t.Errorf("deleting %s changed %s's resources: %v -> %v", otherName, clusterName, mine, after)
@@ -305,6 +313,21 @@ func TestIntegrationNewcomerLifecycle(t *testing.T) {
 // owned lists what the cloud holds tagged for a cluster (kops's ownership
 // tags), as type:id, sorted: EC2 resources but terminated instances, and
 // autoscaling groups.
+// ownedAddress allocates an Elastic IP tagged as kops tags a NAT
+// gateway's address, and returns its allocation id.
+func ownedAddress(t *testing.T, c *awsemu.Clients, cluster string) string {
+	t.Helper()
+	a, err := c.EC2.AllocateAddress(context.Background(), &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeElasticIp, Tags: []ec2types.Tag{
+			{Key: awssdk.String("kubernetes.io/cluster/" + cluster), Value: awssdk.String("owned")},
+			{Key: awssdk.String("Name"), Value: awssdk.String("left-alone." + cluster)},
+		}}}})
+	if err != nil {
+		t.Fatalf("allocate an address owned by %s: %v", cluster, err)
+	}
+	return awssdk.ToString(a.AllocationId)
+}
+
 func owned(t *testing.T, c *awsemu.Clients, cluster string) []string {
 	t.Helper()
 	ctx := context.Background()
