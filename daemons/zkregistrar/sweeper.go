@@ -164,7 +164,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 			s.absent[c.pod.UID] = now
 			continue
 		}
-		if gone := now.Sub(since); gone > s.cfg.Grace {
+		if gone := now.Sub(since); gone >= s.cfg.Grace {
 			s.markGone(ctx, c.pod, c.dir, c.end, gone)
 		}
 	}
