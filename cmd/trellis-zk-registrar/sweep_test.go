@@ -90,7 +90,7 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 			return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "node-a", fmt.Sprint(l.Spec.HolderIdentity)
 		})
 	}
-	startRegistrar(t, args("node-b"))
+	b := startRegistrar(t, args("node-b"))
 	all := []string{"a1", "a2", "b1", "b2"}
 	waitFor(t, "every pod registered", 30*time.Second, func() (bool, string) { return gateIs(ctx, c, all, corev1.ConditionTrue) })
 
@@ -158,6 +158,27 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 	t.Logf("node-a's pods True %s after the restart", time.Since(restarted).Round(10*time.Millisecond))
 	// Stay past a grace and two sweeps: no further write may come.
 	time.Sleep(sweepGrace + 2*sweepInterval)
+
+	// The sweep's Lease is node-b's now. The sweeper's own count: the two
+	// False writes.
+	if l, err := c.CoordinationV1().Leases("trellis-system").Get(ctx, "trellis-zk-registrar-sweeper", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+		t.Logf("the sweep's Lease is held by %s", *l.Spec.HolderIdentity)
+	}
+	if _, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", bPort)); !strings.Contains(body, "trellis_zk_registrar_sweep_writes_total 2\n") {
+		t.Errorf("node-b's /metrics: want trellis_zk_registrar_sweep_writes_total 2, got:\n%s", grepLines(body, "sweep_writes"))
+	}
+
+	// A graceful restart of node-b's registrar (the sweep's leader): its
+	// members leave and come back within the grace, so no False.
+	if err := b.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitMembers(t, zks.Addrs(), 10*time.Second, "10.0.1.1,10.0.1.2")
+	b = startRegistrar(t, args("node-b"))
+	waitMembers(t, zks.Addrs(), 10*time.Second, "10.0.1.1,10.0.1.2,10.0.2.1,10.0.2.2")
+	t.Logf("node-b's members back %s after SIGTERM (grace %s)", time.Since(stopped).Round(10*time.Millisecond), sweepGrace)
+	time.Sleep(sweepGrace + 2*sweepInterval)
 	stopSampling()
 	<-sampled
 
@@ -168,13 +189,6 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 	}
 	if badSamples > 0 {
 		t.Errorf("node-b's pods were not all True in %d of %d samples (last: %s)", badSamples, samples, lastBad)
-	}
-	if l, err := c.CoordinationV1().Leases("trellis-system").Get(ctx, "trellis-zk-registrar-sweeper", metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
-		t.Logf("the sweep's Lease is held by %s", *l.Spec.HolderIdentity)
-	}
-	// The sweeper's own count: the two False writes, all from node-b.
-	if _, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", bPort)); !strings.Contains(body, "trellis_zk_registrar_sweep_writes_total 2\n") {
-		t.Errorf("node-b's /metrics: want trellis_zk_registrar_sweep_writes_total 2, got:\n%s", grepLines(body, "sweep_writes"))
 	}
 	mu.Lock()
 	defer mu.Unlock()
