@@ -106,11 +106,17 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 	}
 	var mu sync.Mutex
 	writes := map[string][]corev1.ConditionStatus{}
+	// falseAt: when the watch delivered each pod's first False (not the
+	// polling loop's time, which lags by up to a poll).
+	falseAt := map[string]time.Time{}
 	go func() {
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified {
 				mu.Lock()
 				writes[p.Name] = append(writes[p.Name], gateStatus(p))
+				if _, seen := falseAt[p.Name]; !seen && gateStatus(p) == corev1.ConditionFalse {
+					falseAt[p.Name] = time.Now()
+				}
 				mu.Unlock()
 			}
 		}
@@ -139,10 +145,20 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := sweepSession + zkTick + sweepInterval + sweepGrace
+	expired := waitMembers(t, zks.Addrs(), bound, "10.0.2.1,10.0.2.2")
 	waitFor(t, "node-a's pods False", bound+10*time.Second, func() (bool, string) { return gateIs(ctx, c, pods["node-a"], corev1.ConditionFalse) })
-	took := time.Since(killed)
-	t.Logf("node-a's pods False %s after SIGKILL (bound: session %s + tick %s + sweep %s + grace %s = %s)",
-		took.Round(10*time.Millisecond), sweepSession, zkTick, sweepInterval, sweepGrace, bound)
+	var took time.Duration
+	mu.Lock()
+	for _, n := range pods["node-a"] {
+		if at, ok := falseAt[n]; !ok {
+			t.Errorf("pod %s: the watch delivered no False", n)
+		} else {
+			took = max(took, at.Sub(killed))
+		}
+	}
+	mu.Unlock()
+	t.Logf("node-a's pods False %s after SIGKILL (bound: session %s + tick %s + sweep %s + grace %s = %s); members expired %s after SIGKILL (polled every 50ms)",
+		took.Round(10*time.Millisecond), sweepSession, zkTick, sweepInterval, sweepGrace, bound, expired.Round(10*time.Millisecond))
 	if took > bound {
 		t.Errorf("node-a's pods turned False %s after SIGKILL, more than %s", took.Round(10*time.Millisecond), bound)
 	}
