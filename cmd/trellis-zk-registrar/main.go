@@ -34,6 +34,10 @@ func run(ctx context.Context) error {
 	createBurst := flag.Int("create-burst", 110, "member creations allowed at once")
 	jitter := flag.Duration("reregister-jitter", 2*time.Second, "spread re-registration after a session expiry over up to this long (negative: none)")
 	verify := flag.Duration("verify-interval", 5*time.Second, "how often to check that every member znode exists and is ours")
+	sweep := flag.Duration("sweep-interval", 10*time.Second, "how often the elected sweeper checks that every pod with trellis.dev/registered=True has its member znode (0: do not stand for election)")
+	grace := flag.Duration("sweep-grace", 20*time.Second, "how long a True pod's member znode must stay absent before the sweeper sets the condition False")
+	leaseNS := flag.String("lease-namespace", envOr("POD_NAMESPACE", "trellis-system"), "namespace of the sweeper's coordination.k8s.io Lease")
+	leaseDuration := flag.Duration("lease-duration", 15*time.Second, "the sweeper Lease's duration (renew deadline 2/3 of it, retry 1/7)")
 	flag.Parse()
 	log := daemon.Logger("zk-registrar", "node", *node)
 
@@ -53,13 +57,25 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var sw *zkregistrar.Sweeper
+	if *sweep > 0 {
+		if sw, err = zkregistrar.NewSweeper(zkregistrar.SweeperConfig{Client: client, Serversets: reg, Interval: *sweep, Grace: *grace, Logger: log.With("subsystem", "sweeper")}); err != nil {
+			return err
+		}
+	}
 	promReg := prometheus.NewRegistry()
-	if err := zkregistrar.NewMetrics(reg, d).Register(promReg); err != nil {
+	if err := zkregistrar.NewMetrics(reg, d, sw).Register(promReg); err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return reg.Run(ctx) })
 	g.Go(func() error { return d.Run(ctx) })
+	if sw != nil {
+		g.Go(func() error {
+			return zkregistrar.RunElected(ctx, zkregistrar.ElectionConfig{Client: client, Namespace: *leaseNS, Identity: *node,
+				LeaseDuration: *leaseDuration, RenewDeadline: *leaseDuration * 2 / 3, RetryPeriod: *leaseDuration / 7}, sw)
+		})
+	}
 	daemon.Serve(ctx, g, *addr, daemon.Endpoints(promReg, func() error {
 		if !reg.HasSession() {
 			return errors.New("no zookeeper session")
@@ -67,4 +83,11 @@ func run(ctx context.Context) error {
 		return nil
 	}))
 	return g.Wait()
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

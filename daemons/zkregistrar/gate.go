@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
 )
@@ -109,18 +110,31 @@ func Gate(in GateInput) (status corev1.ConditionStatus, reason, message string, 
 // patchGate writes the condition with one strategic-merge patch of
 // pods/status (conditions merge by type, so the kubelet's are untouched).
 func (d *Daemon) patchGate(ctx context.Context, p *corev1.Pod, status corev1.ConditionStatus, reason, message string) error {
+	return patchCondition(ctx, d.cfg.Client, p, "", status, reason, message, d.cfg.Clock.Now())
+}
+
+// patchCondition is the one write of the trellis.dev/registered condition:
+// a strategic-merge patch of pods/status carrying the pod's UID (a pod
+// re-created under the same name is never patched by mistake) and, when
+// resourceVersion is set, that version (the write is refused with a
+// conflict if the pod changed since it was read).
+func patchCondition(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, resourceVersion string, status corev1.ConditionStatus, reason, message string, now time.Time) error {
 	cond := map[string]any{
 		"type": wellknown.ConditionRegistered, "status": status, "reason": reason, "message": message,
-		"lastTransitionTime": metav1.NewTime(d.cfg.Clock.Now()).Rfc3339Copy(),
+		"lastTransitionTime": metav1.NewTime(now).Rfc3339Copy(),
+	}
+	meta := map[string]any{"uid": p.UID}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
 	}
 	body, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": p.UID},
+		"metadata": meta,
 		"status":   map[string]any{"conditions": []any{cond}},
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := d.cfg.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := c.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("failed to set condition %s=%s on pod %s/%s: %w", wellknown.ConditionRegistered, status, p.Namespace, p.Name, err)
 	}
 	return nil

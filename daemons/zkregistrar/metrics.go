@@ -14,12 +14,22 @@ type Metrics struct {
 	Lag           prometheus.GaugeFunc
 	Throttled     prometheus.CounterFunc
 	GateWrites    prometheus.CounterFunc
+	SweepWrites   prometheus.CounterFunc
 }
 
-// NewMetrics exposes a registrar's state and the daemon's readiness-gate
-// writes (d may be nil); Register adds them to a registry.
-func NewMetrics(r *serverset.Registrar, d *Daemon) *Metrics {
+// NewMetrics exposes a registrar's state, the daemon's readiness-gate
+// writes (d may be nil) and the sweeper's (s may be nil); Register adds
+// them to a registry.
+func NewMetrics(r *serverset.Registrar, d *Daemon, s *Sweeper) *Metrics {
 	return &Metrics{
+		SweepWrites: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trellis_zk_registrar_sweep_writes_total", Help: "pods/status patches sent by the sweeper (False for pods whose node's registrar is gone).",
+		}, func() float64 {
+			if s == nil {
+				return 0
+			}
+			return float64(s.Writes())
+		}),
 		GateWrites: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "trellis_zk_registrar_gate_writes_total", Help: "pods/status patches of the trellis.dev/registered readiness gate.",
 		}, func() float64 {
@@ -53,7 +63,7 @@ func NewMetrics(r *serverset.Registrar, d *Daemon) *Metrics {
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled, m.GateWrites} {
+	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled, m.GateWrites, m.SweepWrites} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -596,3 +596,42 @@ func (r *Registrar) HasSession() bool {
 	defer r.connMu.Unlock()
 	return r.conn != nil && r.conn.State() == zk.StateHasSession
 }
+
+// Children lists the znodes under dir with the registrar's session (nil
+// when dir does not exist). Without a session it fails rather than wait:
+// a reader must never take "no answer" for "no members".
+func (r *Registrar) Children(dir string) ([]string, error) {
+	conn := r.current()
+	if conn.State() != zk.StateHasSession {
+		return nil, fmt.Errorf("failed to list %s: no zookeeper session (state %s)", dir, conn.State())
+	}
+	names, _, err := conn.Children(dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed to list %s: %w", dir, err)
+	}
+	return names, nil
+}
+
+// Member reads the member znode at p with the registrar's session;
+// ok=false when it is gone or is not a member.
+func (r *Registrar) Member(p string) (m Member, ok bool, err error) {
+	conn := r.current()
+	if conn.State() != zk.StateHasSession {
+		return Member{}, false, fmt.Errorf("failed to read %s: no zookeeper session (state %s)", p, conn.State())
+	}
+	data, _, err := conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Member{}, false, nil
+	}
+	if err != nil {
+		return Member{}, false, fmt.Errorf("failed to read %s: %w", p, err)
+	}
+	m, err = ParseMember(data)
+	return m, err == nil, nil
+}
+
+// Root is the znode under which the registrar's serversets live.
+func (r *Registrar) Root() string { return r.cfg.Root }

@@ -1,0 +1,151 @@
+package zkregistrar
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/internal/serverset"
+)
+
+// fakeServersets is an in-memory ZooKeeper view for the sweeper's unit
+// tests; it counts reads so that the sweep's cost is checked.
+type fakeServersets struct {
+	members  map[string]serverset.Member // znode path -> member
+	down     bool
+	children int
+	gets     int
+}
+
+func (f *fakeServersets) Root() string { return "/discovery" }
+
+func (f *fakeServersets) Children(dir string) ([]string, error) {
+	if f.down {
+		return nil, errors.New("no zookeeper session")
+	}
+	f.children++
+	var out []string
+	for p := range f.members {
+		if path.Dir(p) == dir {
+			out = append(out, path.Base(p))
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeServersets) Member(p string) (serverset.Member, bool, error) {
+	f.gets++
+	m, ok := f.members[p]
+	return m, ok, nil
+}
+
+func sweptPod(name, ip string) *corev1.Pod {
+	p := gatedPod(name, "node-a")
+	p.Labels = map[string]string{wellknown.LabelService: "web"}
+	p.UID = types.UID("uid-" + name)
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, Conditions: []corev1.PodCondition{
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+		{Type: wellknown.ConditionRegistered, Status: corev1.ConditionTrue, Reason: ReasonRegistered},
+	}}
+	return p
+}
+
+// A True pod whose member is gone turns False only once the grace has
+// passed since the sweeper first saw it missing, and a member that comes
+// back within the grace resets it; a sweep without a ZooKeeper answer
+// writes nothing. Reads: one children read per serverset per sweep, one
+// get per member the sweeper has not seen before.
+func TestSweepGrace(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientset(sweptPod("a1", "10.0.1.1"), sweptPod("a2", "10.0.1.2"))
+	zk := &fakeServersets{members: map[string]serverset.Member{
+		"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
+		"/discovery/web/prod/member_0000000002": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.2", Port: 8080}},
+	}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 28, 11, 0, 0, 0, time.UTC))
+	s, err := NewSweeper(SweeperConfig{Client: c, Serversets: zk, Interval: time.Second, Grace: 5 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(name string) string {
+		p, err := c.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := gateCondition(p); g != nil {
+			return string(g.Status) + " " + g.Reason + ": " + g.Message
+		}
+		return ""
+	}
+	sweep := func(advance time.Duration) {
+		t.Helper()
+		clk.Step(advance)
+		if err := s.Sweep(ctx); err != nil && !zk.down {
+			t.Fatal(err)
+		}
+	}
+
+	sweep(0)
+	if zk.children != 1 || zk.gets != 2 {
+		t.Errorf("first sweep: %d children reads and %d gets, want 1 and 2", zk.children, zk.gets)
+	}
+	sweep(time.Second)
+	if zk.children != 2 || zk.gets != 2 {
+		t.Errorf("second sweep: %d children reads and %d gets in all, want 2 and 2 (members cached)", zk.children, zk.gets)
+	}
+
+	// a1's registrar is gone: its member expires.
+	delete(zk.members, "/discovery/web/prod/member_0000000001")
+	sweep(time.Second) // first seen missing
+	sweep(4 * time.Second)
+	if got := status("a1"); !strings.HasPrefix(got, "True") {
+		t.Fatalf("a1 missing for 4s of a 5s grace: %q, want True", got)
+	}
+	// ZooKeeper does not answer: no write, whatever the clock says.
+	zk.down = true
+	sweep(time.Second)
+	zk.down = false
+	if got := status("a1"); !strings.HasPrefix(got, "True") {
+		t.Fatalf("a sweep without an answer from ZooKeeper wrote %q", got)
+	}
+	sweep(0)
+	want := "False RegistrarGone: /discovery/web/prod/member_0000000001 has been gone for 5s: the registrar of node node-a is gone (its ZooKeeper session expired)"
+	if got := status("a1"); got != want {
+		t.Errorf("a1 missing for 5s:\n got %q\nwant %q", got, want)
+	}
+	if got := status("a2"); !strings.HasPrefix(got, "True") {
+		t.Errorf("a2, registered throughout: %q, want True", got)
+	}
+	if s.Writes() != 1 {
+		t.Errorf("writes = %d, want 1", s.Writes())
+	}
+	sweep(10 * time.Second)
+	if s.Writes() != 1 {
+		t.Errorf("writes after a False = %d, want still 1", s.Writes())
+	}
+
+	// a2's member leaves and comes back within the grace (a registrar
+	// restart): never False.
+	m := zk.members["/discovery/web/prod/member_0000000002"]
+	delete(zk.members, "/discovery/web/prod/member_0000000002")
+	sweep(time.Second)
+	sweep(4 * time.Second)
+	zk.members["/discovery/web/prod/member_0000000003"] = m
+	sweep(time.Second)
+	delete(zk.members, "/discovery/web/prod/member_0000000003")
+	sweep(time.Second)
+	sweep(4 * time.Second)
+	if got := status("a2"); !strings.HasPrefix(got, "True") {
+		t.Errorf("a2, away twice for 4s of a 5s grace: %q, want True", got)
+	}
+}
