@@ -85,7 +85,7 @@ func startBrowserEnv(t *testing.T) *browserEnv {
 	// Real RBAC: alice works in team-a and sees its quota; bob has nothing.
 	_, err = kc.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "developer"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"resourcequotas", "pods", "events"}, Verbs: []string{"list"}},
 	}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = kc.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,9 +161,13 @@ func (e *env) configMap(ns, name string, data map[string]string) {
 func (e *env) role(ns, name string, verbs []string, sas ...string) {
 	e.t.Helper()
 	ctx := context.Background()
-	_, err := e.cp.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices", "trellisdaemons"}, Verbs: verbs,
-	}}}, metav1.CreateOptions{})
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices", "trellisdaemons"}, Verbs: verbs}}
+	// Whoever may list workloads may list their pods and events (the
+	// status route asks for both).
+	if slices.Contains(verbs, "list") {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"list"}})
+	}
+	_, err := e.cp.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
 	must(e.t, err)
 	var subjects []rbacv1.Subject
 	for _, sa := range sas {

@@ -58,6 +58,15 @@ func (q *request) authorize(namespace, resource, verb string) bool {
 	return true
 }
 
+// authorizeCore is authorize for a core-group resource (pods, events).
+func (q *request) authorizeCore(namespace, resource, verb string) bool {
+	if err := q.g.authz.AuthorizeGroup(q.r.Context(), q.id, namespace, "", resource, verb); err != nil {
+		q.authzFailed(err)
+		return false
+	}
+	return true
+}
+
 // authzFailed answers 403 for a refusal, 503 when the review failed.
 func (q *request) authzFailed(err error) {
 	code, reason := http.StatusForbidden, "Forbidden"

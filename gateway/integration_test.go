@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -365,6 +366,26 @@ func TestIntegrationAuthorizationMatrix(t *testing.T) {
 			}
 		}
 		e.nothingWritten("trellisservices", "team-a", "m")
+	}
+	// A workload's status carries its pods and events, read from the
+	// gateway's cache: get on the workload is not enough.
+	_, err = e.pod("team-a", "ci").Submit(ctx, service("seen"), gwclient.SubmitOptions{})
+	must(t, err)
+	e.role("team-a", "getter", []string{"get"}, "peek")
+	_, err = e.cp.Client.CoreV1().ServiceAccounts("team-a").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "peek"}}, metav1.CreateOptions{})
+	must(t, err)
+	peek := e.token("team-a", "peek", audience)
+	for what, read := range map[string]func() error{
+		"status": func() error { _, err := peek.Status(ctx, "team-a", "trellisservices", "seen"); return err },
+		"events": func() error { _, err := peek.Events(ctx, "team-a", "trellisservices", "seen"); return err },
+	} {
+		var ge *gwclient.Error
+		if err := read(); !errors.As(err, &ge) || ge.Code != http.StatusForbidden || !strings.Contains(ge.Body.Message, "may not list") {
+			t.Errorf("%s of a workload by a caller with get but not list pods or events: %v, want 403 naming the list", what, err)
+		}
+	}
+	if _, err := e.pod("team-a", "ci").Status(ctx, "team-a", "trellisservices", "seen"); err != nil {
+		t.Errorf("status by a caller who may list pods and events: %v", err)
 	}
 }
 

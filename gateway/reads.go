@@ -67,6 +67,11 @@ func (g *Gateway) status(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The pods and events come from the gateway's cache: the caller must
+	// be allowed to list them itself, as kubectl describe would need.
+	if !q.authorizeCore(obj.GetNamespace(), "pods", "list") || !q.authorizeCore(obj.GetNamespace(), "events", "list") {
+		return
+	}
 	st := api.Status{Workload: summary(k, obj), Pods: []api.Pod{}, Events: []api.Event{}}
 	if m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
 		if s, ok := m["status"]; ok {
@@ -91,6 +96,9 @@ func (g *Gateway) eventsOf(w http.ResponseWriter, r *http.Request) {
 	q := g.newRequest(w, r, "events")
 	k, obj, ok := q.workload("get")
 	if !ok {
+		return
+	}
+	if !q.authorizeCore(obj.GetNamespace(), "events", "list") {
 		return
 	}
 	ev, err := g.events(r.Context(), k, obj)

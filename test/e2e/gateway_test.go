@@ -45,7 +45,9 @@ func TestGatewaySubmit(t *testing.T) {
 	must(t, ignoreExists(cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "submit"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+			// `workloads status` shows the workload's pods and events.
+			{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"list"}}},
 	}, metav1.CreateOptions{})))
 	must(t, ignoreExists(cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "submit"},
