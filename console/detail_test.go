@@ -16,8 +16,10 @@ var detailStatus = api.Status{
 	Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "PodsNotReady",
 		Message: "1 of 2 pods ready", LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Minute))}},
 	Pods: []api.Pod{
-		{Name: "web-0", Phase: "Running", Ready: true, Node: "node-a", Restarts: 0},
-		{Name: "web-1", Phase: "Pending", Node: "node-b", Restarts: 3, Reason: "ImagePullBackOff"},
+		{Name: "web-0", Phase: "Running", Ready: true, Node: "node-a", Restarts: 0, Registered: "True",
+			RegisteredMessage: "/discovery/web/prod/member_0000000001", Identity: "spiffe://trellis.local/ns/team-a/sa/web"},
+		{Name: "web-1", Phase: "Pending", Node: "node-b", Restarts: 3, Reason: "ImagePullBackOff", Registered: "False",
+			RegisteredMessage: "not serving yet", Identity: "spiffe://trellis.local/ns/team-a/sa/web"},
 	},
 	Events: []api.Event{{Time: now.Add(-2 * time.Minute), Type: "Warning", Reason: "Failed", Message: "Back-off pulling image <x>", Count: 4}},
 }
@@ -26,7 +28,8 @@ func TestWorkloadDetailShowsPodsAndEvents(t *testing.T) {
 	c, _ := newConsole(t)
 	ck, _ := signIn(t, c, "oidc:alice")
 	resp := do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil)
-	for _, want := range []string{`id="p-web-1"`, "ImagePullBackOff", "Back-off pulling image &lt;x&gt;", "1 of 2 pods ready"} {
+	for _, want := range []string{`id="p-web-1"`, "ImagePullBackOff", "Back-off pulling image &lt;x&gt;", "1 of 2 pods ready",
+		`<span class="ready-True">True</span> <small>/discovery/web/prod/member_0000000001</small>`, "spiffe://trellis.local/ns/team-a/sa/web"} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, want) {
 			t.Fatalf("detail: %d, want 200 with %q:\n%s", resp.StatusCode, want, resp.Body)
 		}

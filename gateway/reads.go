@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trellis-dev/trellis/api/wellknown"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/gateway/api"
 )
@@ -177,10 +178,17 @@ func (g *Gateway) pods(ctx context.Context, k workloadKind, obj client.Object) (
 	}
 	out := []api.Pod{}
 	for _, p := range l.Items {
-		ap := api.Pod{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName}
+		ap := api.Pod{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, Identity: g.podIdentity(&p)}
+		gated := slices.ContainsFunc(p.Spec.ReadinessGates, func(r corev1.PodReadinessGate) bool { return r.ConditionType == wellknown.ConditionRegistered })
+		if gated {
+			ap.Registered = string(corev1.ConditionUnknown)
+		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
+			switch {
+			case c.Type == corev1.PodReady:
 				ap.Ready = c.Status == corev1.ConditionTrue
+			case gated && c.Type == wellknown.ConditionRegistered:
+				ap.Registered, ap.RegisteredMessage = string(c.Status), c.Message
 			}
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -196,6 +204,16 @@ func (g *Gateway) pods(ctx context.Context, k workloadKind, obj client.Object) (
 	}
 	slices.SortFunc(out, func(a, b api.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// podIdentity is the SPIFFE ID the issuer gives a pod: its trust domain,
+// namespace and service account.
+func (g *Gateway) podIdentity(p *corev1.Pod) string {
+	sa := p.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	return "spiffe://" + g.cfg.TrustDomain + "/ns/" + p.Namespace + "/sa/" + sa
 }
 
 func (g *Gateway) events(ctx context.Context, k workloadKind, obj client.Object) ([]api.Event, error) {

@@ -105,6 +105,14 @@ type Pod struct {
 	Restarts int32  `json:"restarts"`
 	// Reason is why a container waits or ended (ImagePullBackOff, ...).
 	Reason string `json:"reason,omitempty"`
+	// Registered is the pod's trellis.dev/registered readiness gate (True,
+	// False, Unknown), empty for a pod without it; RegisteredMessage is
+	// the registrar's word on it (the znode, or why not).
+	Registered        string `json:"registered,omitempty"`
+	RegisteredMessage string `json:"registeredMessage,omitempty"`
+	// Identity is the pod's SPIFFE ID, from its namespace and service
+	// account (the ID its certificates carry).
+	Identity string `json:"identity,omitempty"`
 }
 
 // Event is one Kubernetes event about a workload.
