@@ -79,6 +79,9 @@ func TestIntegrationRollouts(t *testing.T) {
 	dave, daveTok := signIn(t, c, "oidc:dave@example.com")
 	goldenPage := func(name, tok string, r reply) {
 		t.Helper()
+		if r.Header.Get("Content-Security-Policy") != console.CSP || regexp.MustCompile(`<script(?:\s[^>]*)?>[^<]|<script>|\son[a-z]+=|\sstyle=`).MatchString(r.Body) || len(r.Body) > 200<<10 {
+			t.Errorf("%s: want the strict CSP, no inline script or style, under 200 kB", name)
+		}
 		golden.Assert(t, "testdata/"+name+".golden.html", []byte(regexp.MustCompile(regexp.QuoteMeta(tok)).ReplaceAllString(r.Body, "CSRF-TOKEN")))
 	}
 
