@@ -43,7 +43,13 @@ type Config struct {
 	// Horizon is how far ahead the capacity page forecasts (default 30
 	// days).
 	Horizon time.Duration
-	Clock   Clock
+	// Access asks SubjectAccessReview for what the gateway's API has no
+	// route for (the rollouts page). Nil: the rollouts page refuses all.
+	Access AccessReviewer
+	// Rollouts is the AMI rollout's state store; nil: the rollouts page
+	// says none is configured.
+	Rollouts RolloutStore
+	Clock    Clock
 }
 
 func (c *Config) defaults() error {

@@ -31,7 +31,7 @@ func New(cfg Config) (*Console, error) {
 		"age":  func(t time.Time) string { return age(cfg.Clock.Now(), t) },
 		"base": func() string { return cfg.BasePath },
 	}
-	for _, p := range []string{"workloads", "workload", "submit", "capacity", "signin", "signedin", "error"} {
+	for _, p := range []string{"workloads", "workload", "submit", "capacity", "rollouts", "signin", "signedin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -57,6 +57,9 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("POST /submit", c.signedIn(c.submit))
 	mux.HandleFunc("GET /capacity", c.signedIn(c.capacity))
 	mux.HandleFunc("GET /capacity/plot.svg", c.signedIn(c.plot))
+	mux.HandleFunc("GET /rollouts", c.signedIn(c.rollouts))
+	mux.HandleFunc("POST /rollouts/confirm", c.signedIn(c.confirm))
+	mux.HandleFunc("POST /rollouts/control", c.signedIn(c.act))
 	c.handler = headers(mux)
 	return c, nil
 }

@@ -97,6 +97,10 @@ func New(cfg Config) (*Gateway, error) {
 // Handler is the gateway's HTTP API (for tests and embedding).
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
+// Authorizer is the gateway's SubjectAccessReview client (the console
+// asks it about resources the API has no route for).
+func (g *Gateway) Authorizer() *Authorizer { return g.authz }
+
 // Run starts the cache, waits for it, and serves HTTPS until ctx ends.
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)

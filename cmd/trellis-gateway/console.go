@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/console"
 	"github.com/trellis-dev/trellis/gateway"
 )
@@ -20,6 +21,7 @@ type consoleFlags struct {
 	issuer, clientID, clientSecretFile, redirectURL, issuerCA string
 	usernameClaim, usernamePrefix, groupsClaim, groupsPrefix  string
 	sessionKeyFile, capacityStore, prometheus                 string
+	rolloutStore, rolloutCluster                              string
 	dir                                                       string
 }
 
@@ -36,6 +38,8 @@ func (f *consoleFlags) register() {
 	flag.StringVar(&f.groupsPrefix, "oidc-groups-prefix", "oidc:", "prefix of group names")
 	flag.StringVar(&f.sessionKeyFile, "console-session-key-file", "", "file holding at least 32 bytes that sign console sessions (default: session-key in --console-dir)")
 	flag.StringVar(&f.capacityStore, "capacity-store", "", "quota sample store (JSON lines) the capacity page forecasts from")
+	flag.StringVar(&f.rolloutStore, "rollout-state-store", "", "kops state store (s3://..., file://...) holding the AMI rollout the rollouts page shows (with --rollout-cluster)")
+	flag.StringVar(&f.rolloutCluster, "rollout-cluster", "", "cluster whose AMI rollout the rollouts page shows")
 	flag.StringVar(&f.prometheus, "prometheus", "", "Prometheus the capacity page reads usage history from (instead of --capacity-store)")
 }
 
@@ -91,7 +95,12 @@ func (f *consoleFlags) mount(g *gateway.Gateway) error {
 		}
 		o.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	}
-	cfg := console.Config{API: g.Handler(), SessionKey: key, OIDC: o, BasePath: console.MountPath}
+	cfg := console.Config{API: g.Handler(), SessionKey: key, OIDC: o, BasePath: console.MountPath, Access: g.Authorizer()}
+	if f.rolloutStore != "" && f.rolloutCluster != "" {
+		if cfg.Rollouts, err = rollout.NewVFSStore(f.rolloutStore, f.rolloutCluster); err != nil {
+			return fmt.Errorf("failed to open the rollout state: %w", err)
+		}
+	}
 	switch {
 	case f.prometheus != "":
 		cfg.Capacity = console.PrometheusHistory{URL: f.prometheus}
