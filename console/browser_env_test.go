@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/controller/inject"
+
 	"github.com/trellis-dev/trellis/console"
 	"github.com/trellis-dev/trellis/gateway"
 	"github.com/trellis-dev/trellis/governance/quota"
@@ -248,4 +251,35 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// registeredPod creates a pod of TrellisService name, gated on ZooKeeper
+// registration, with the registrar's True condition on it.
+func (e *browserEnv) registeredPod(t *testing.T, pod, name, znode string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := e.cp.Client.CoreV1().Pods("team-a").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod, Labels: inject.SelectorLabels("TrellisService", name)},
+		Spec: corev1.PodSpec{ServiceAccountName: name, NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "x",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: wellknown.ConditionRegistered}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: wellknown.ConditionRegistered, Status: corev1.ConditionTrue, Reason: "Registered", Message: znode, LastTransitionTime: metav1.Now()}}
+	_, err = e.cp.Client.CoreV1().Pods("team-a").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	must(t, err)
+}
+
+// event records an event about TrellisService name, as its controller would.
+func (e *browserEnv) event(t *testing.T, name, reason, msg string) {
+	t.Helper()
+	now := metav1.Now()
+	_, err := e.cp.Client.CoreV1().Events("team-a").Create(context.Background(), &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: name + "."},
+		InvolvedObject: corev1.ObjectReference{Kind: "TrellisService", Namespace: "team-a", Name: name, APIVersion: "workloads.trellis.dev/v1alpha1"},
+		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: "trellis-controller"},
+	}, metav1.CreateOptions{})
+	must(t, err)
 }

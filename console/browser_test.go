@@ -16,8 +16,10 @@ import (
 // TestIntegrationBrowser uses the console as a person would, in Debian's
 // chromium driven by chromedp: sign in with OIDC, see a workload's
 // readiness, submit a refused workload and read every reason with its
-// field, fix it and submit it, see it become Ready without a reload, see
-// the capacity plot, and be refused as an identity RBAC does not allow.
+// field, fix it and submit it, see it become Ready without a reload, open
+// its page (its pod registered in ZooKeeper, with its identity, and its
+// events), see the capacity plot, and be refused as an identity RBAC does
+// not allow.
 // Screenshots and each page's weight and first render go to the artifact
 // directory ($TRELLIS_TEST_ARTIFACTS, else a temporary one it prints).
 func TestIntegrationBrowser(t *testing.T) {
@@ -84,6 +86,24 @@ func TestIntegrationBrowser(t *testing.T) {
 	}
 	b.shot("workloads-live")
 
+	// The workload's own page: its pod, registered in ZooKeeper with its
+	// identity, and what happened to it.
+	e.registeredPod(t, "api-0", "api", "/discovery/api/prod/member_0000000007")
+	e.event(t, "api", "Created", "created Deployment api")
+	b.run(chromedp.Click(chromedp.CSS(`tr[id$="-api"] a`)), chromedp.WaitVisible(chromedp.ID("pods")))
+	pods, events := b.text(`#pods`), b.text(`#events`)
+	for _, want := range []string{"api-0", "True /discovery/api/prod/member_0000000007", "spiffe://trellis.local/ns/team-a/sa/api", "node-a"} {
+		if !strings.Contains(pods, want) {
+			t.Errorf("the workload page's pods do not say %q:\n%s", want, pods)
+		}
+	}
+	if !strings.Contains(events, "created Deployment api") {
+		t.Errorf("the workload page's events lack the controller's event:\n%s", events)
+	}
+	detail := eval[string](b, `location.href`)
+	b.measure("workload")
+	b.shot("workload")
+
 	// The capacity page: the quota, usage, lead time and the plot.
 	b.run(chromedp.Navigate(e.console+"/capacity?namespace=team-a"), chromedp.WaitVisible(chromedp.CSS(`figure.plot img`)))
 	plotWidth, err := chromedp.Run(b.ctx, chromedp.Poll[int](`document.querySelector("figure.plot img").naturalWidth || null`, chromedp.WithPollingTimeout(20*time.Second)))
@@ -104,6 +124,10 @@ func TestIntegrationBrowser(t *testing.T) {
 		t.Errorf("bob's workloads page: %q, want a refusal and no workload", got)
 	}
 	b.shot("refused")
+	b.run(chromedp.Navigate(detail), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, "api-0") {
+		t.Errorf("bob's page of api: %q, want a refusal and no pod", got)
+	}
 	b.run(chromedp.Navigate(e.console+"/capacity?namespace=team-a"), chromedp.WaitVisible(chromedp.CSS(`main`)))
 	if got := b.text(`main`); !strings.Contains(got, "may not list resourcequotas") {
 		t.Errorf("bob's capacity page: %q, want a refusal", got)
