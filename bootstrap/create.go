@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -231,4 +232,22 @@ func getCluster(ctx context.Context, cs simple.Clientset, name string) (*kops.Cl
 		return nil, fmt.Errorf("failed to read %s from the state store: %w", name, err)
 	}
 	return c, nil
+}
+
+// PrintCreated tells w what a Create of def with opts did (p is its
+// result) and what to run next; file is the definition's file.
+func (p *Plan) PrintCreated(w io.Writer, def *definition.ClusterDefinition, opts ApplyOptions, file string) {
+	name := render.ClusterName(def)
+	next := fmt.Sprintf("trellis cluster create -f %s --state %s --yes", file, opts.StateStore)
+	switch {
+	case opts.SpecsOnly:
+		fmt.Fprintf(w, "Validated %s; cloud plan skipped (no AWS credentials). Nothing was written.\nWith credentials, run `%s` to see the plan.\n", name,
+			strings.TrimSuffix(next, " --yes"))
+	case p.Target == TargetDryRun:
+		fmt.Fprintf(w, "Plan only: nothing was written to the state store or the cloud.\nTo create %s, run:\n  %s\n", name, next)
+	case p.Target == TargetTerraform:
+		fmt.Fprintf(w, "Stored cluster %s in %s.\nTerraform written.\n", name, opts.StateStore)
+	default:
+		fmt.Fprintf(w, "Stored cluster %s in %s.\nCluster %s applied.\nNext: `trellis cluster kubeconfig -f %s --admin 1h` for a kubeconfig.\n", name, opts.StateStore, name, file)
+	}
 }

@@ -166,3 +166,26 @@ func (p *DeletePlan) Print(w io.Writer) {
 		fmt.Fprintf(w, "State store: %d files under %s/.\n", len(p.StateFiles), p.Cluster)
 	}
 }
+
+// Report writes the outcome of a Delete that returned p and err: the plan
+// when it only listed (yes unset), what an unfinished delete removed and
+// left, and again, the command that deletes (what is left). It returns err.
+// p may be nil (Delete failed before listing).
+func (p *DeletePlan) Report(w io.Writer, yes bool, again string, err error) error {
+	if p != nil && !yes {
+		p.Print(w)
+	}
+	if err != nil {
+		if p != nil && len(p.Left) > 0 {
+			p.PrintUnfinished(w)
+			fmt.Fprintf(w, "To delete what is left, run:\n  %s\n", again)
+		}
+		return err
+	}
+	if !yes {
+		fmt.Fprintf(w, "Plan only: nothing was deleted.\nTo delete %s, run:\n  %s\n", p.Cluster, again)
+		return nil
+	}
+	fmt.Fprintf(w, "Deleted cluster %s: %d cloud resources, %d state-store files.\n", p.Cluster, len(p.Resources), len(p.StateFiles))
+	return nil
+}

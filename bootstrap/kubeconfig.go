@@ -2,9 +2,15 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"k8s.io/kops/pkg/kubeconfig"
 	"k8s.io/kops/upup/pkg/fi"
@@ -78,4 +84,27 @@ func StoredClusterCA(ctx context.Context, def *definition.ClusterDefinition, sto
 		return nil, err
 	}
 	return statestore.ClusterCA(ctx, store, render.ClusterName(def))
+}
+
+// WriteKubeconfig writes b's context into the kubeconfig file path (empty:
+// $KUBECONFIG's first file, else ~/.kube/config), makes it the current one,
+// and tells w where it went and until when the admin certificate is valid.
+// Nothing secret is written to w.
+func WriteKubeconfig(b *kubeconfig.KubeconfigBuilder, path string, w io.Writer) error {
+	po := clientcmd.NewDefaultPathOptions()
+	if path != "" {
+		po.LoadingRules.ExplicitPath = path
+	}
+	if err := b.WriteKubecfg(po); err != nil {
+		return fmt.Errorf("failed to write the kubeconfig %s: %w", po.GetDefaultFilename(), err)
+	}
+	until := "?"
+	if blk, _ := pem.Decode(b.ClientCert); blk != nil {
+		if cert, err := x509.ParseCertificate(blk.Bytes); err == nil {
+			until = fmt.Sprintf("%s, %s %s", cert.NotAfter.UTC().Format(time.RFC3339), cert.Subject.CommonName, strings.Join(cert.Subject.Organization, ","))
+		}
+	}
+	fmt.Fprintf(w, "Wrote context %s to %s (server %s); admin certificate valid until %s.\nTry: kubectl --context %s get nodes\n",
+		b.Context, po.GetDefaultFilename(), b.Server, until, b.Context)
+	return nil
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -304,4 +305,20 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Kind, f.Name, strings.ReplaceAll(f.Message, "\t", " "))
 	}
 	tw.Flush()
+}
+
+// Write writes the report to w as output says: "json" (indented) or
+// "table" (Print).
+func (r *Result) Write(w io.Writer, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "table":
+		r.Print(w)
+		return nil
+	default:
+		return fmt.Errorf("unknown --output %q: use table or json", output)
+	}
 }

@@ -66,6 +66,28 @@ func loadAWS(file string) (*definition.Loaded, error) {
 	return l, nil
 }
 
+// loadAWSEnv loads an AWS definition and points kops and the SDK at the
+// emulator, or at AWS. With need set (the command's name), AWS without
+// credentials is an error; with the emulator a note says nothing reaches AWS.
+func loadAWSEnv(ctx context.Context, file, emulator string, s streams.Streams, need string) (*definition.Loaded, error) {
+	l, err := loadAWS(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := (bootstrap.Env{Emulator: emulator, Region: l.Region}).Setup(); err != nil {
+		return nil, err
+	}
+	if need == "" {
+		return l, nil
+	}
+	if emulator != "" {
+		fmt.Fprintf(s.Err, "Note: AWS is the emulator at %s; nothing reaches AWS.\n", emulator)
+	} else if ok, why := haveAWSCredentials(ctx); !ok {
+		return nil, fmt.Errorf("%s: %s needs AWS", why, need)
+	}
+	return l, nil
+}
+
 // applyOptions prepares kops and the cloud for a definition. With --fake-aws
 // the cloud is kops's fake; otherwise it is AWS, reached with the SDK's
 // default credential chain.

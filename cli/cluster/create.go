@@ -1,14 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/bootstrap"
-	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
@@ -57,19 +57,10 @@ func runCreate(cmd *cobra.Command, o *createOptions, s streams.Streams) error {
 	if err != nil {
 		return err
 	}
-	opts, err := o.applyOptions(ctx, l.ClusterDefinition, s, !o.Yes)
+	opts, err := o.createOptions(ctx, l.ClusterDefinition, s)
 	if err != nil {
 		return err
 	}
-	switch o.Target {
-	case string(bootstrap.TargetDirect):
-	case string(bootstrap.TargetTerraform):
-		opts.Target = bootstrap.TargetTerraform
-		opts.OutDir = o.OutDir
-	default:
-		return fmt.Errorf("unknown --target %q: use direct or terraform", o.Target)
-	}
-	opts.Yes = o.Yes
 	plan, err := bootstrap.Create(ctx, l.ClusterDefinition, opts)
 	if errors.Is(err, bootstrap.ErrClusterExists) {
 		return fmt.Errorf("%w\nTo change it to this definition, see the changes with\n  trellis cluster update -f %s --state %s\nthen apply them with --yes", err, o.File, o.State)
@@ -77,18 +68,24 @@ func runCreate(cmd *cobra.Command, o *createOptions, s streams.Streams) error {
 	if err != nil {
 		return err
 	}
-	name := render.ClusterName(l.ClusterDefinition)
-	next := fmt.Sprintf("trellis cluster create -f %s --state %s --yes", o.File, o.State)
-	switch {
-	case opts.SpecsOnly:
-		fmt.Fprintf(s.Out, "Validated %s; cloud plan skipped (no AWS credentials). Nothing was written.\nWith credentials, run `%s` to see the plan.\n", name,
-			strings.TrimSuffix(next, " --yes"))
-	case plan.Target == bootstrap.TargetDryRun:
-		fmt.Fprintf(s.Out, "Plan only: nothing was written to the state store or the cloud.\nTo create %s, run:\n  %s\n", name, next)
-	case plan.Target == bootstrap.TargetTerraform:
-		fmt.Fprintf(s.Out, "Stored cluster %s in %s.\nTerraform written.\n", name, o.State)
-	default:
-		fmt.Fprintf(s.Out, "Stored cluster %s in %s.\nCluster %s applied.\nNext: `trellis cluster kubeconfig -f %s --admin 1h` for a kubeconfig.\n", name, o.State, name, o.File)
-	}
+	plan.PrintCreated(s.Out, l.ClusterDefinition, opts, o.File)
 	return nil
+}
+
+// createOptions turns the flags into Create's options.
+func (o *createOptions) createOptions(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams) (bootstrap.ApplyOptions, error) {
+	opts, err := o.applyOptions(ctx, def, s, !o.Yes)
+	if err != nil {
+		return opts, err
+	}
+	switch o.Target {
+	case string(bootstrap.TargetDirect):
+	case string(bootstrap.TargetTerraform):
+		opts.Target = bootstrap.TargetTerraform
+		opts.OutDir = o.OutDir
+	default:
+		return opts, fmt.Errorf("unknown --target %q: use direct or terraform", o.Target)
+	}
+	opts.Yes = o.Yes
+	return opts, nil
 }

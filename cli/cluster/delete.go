@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/bootstrap"
-	"github.com/trellis-dev/trellis/bootstrap/render"
 	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
@@ -44,37 +43,13 @@ so does the end of --wait. It then lists what it deleted and what is left and
 keeps the state-store folder: run the same command again to finish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := loadAWS(o.File)
+			l, err := loadAWSEnv(cmd.Context(), o.File, o.Emulator, s, "delete")
 			if err != nil {
 				return err
-			}
-			if err := (bootstrap.Env{Emulator: o.Emulator, Region: l.Region}).Setup(); err != nil {
-				return err
-			}
-			if o.Emulator != "" {
-				fmt.Fprintf(s.Err, "Note: AWS is the emulator at %s; nothing reaches AWS.\n", o.Emulator)
-			} else if ok, why := haveAWSCredentials(cmd.Context()); !ok {
-				return fmt.Errorf("%s: delete needs AWS", why)
 			}
 			plan, err := bootstrap.Delete(cmd.Context(), l.ClusterDefinition, bootstrap.DeleteOptions{StateStore: o.State, Yes: o.Yes, Out: s.Out, Wait: o.Wait, Interval: o.Interval})
-			if plan != nil && !o.Yes {
-				plan.Print(s.Out)
-			}
-			name := render.ClusterName(l.ClusterDefinition)
 			again := fmt.Sprintf("trellis cluster delete -f %s --state %s --yes", o.File, o.State)
-			if err != nil {
-				if plan != nil && len(plan.Left) > 0 {
-					plan.PrintUnfinished(s.Out)
-					fmt.Fprintf(s.Out, "To delete what is left, run:\n  %s\n", again)
-				}
-				return err
-			}
-			if !o.Yes {
-				fmt.Fprintf(s.Out, "Plan only: nothing was deleted.\nTo delete %s, run:\n  %s\n", name, again)
-				return nil
-			}
-			fmt.Fprintf(s.Out, "Deleted cluster %s: %d cloud resources, %d state-store files.\n", name, len(plan.Resources), len(plan.StateFiles))
-			return nil
+			return plan.Report(s.Out, o.Yes, again, err)
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")

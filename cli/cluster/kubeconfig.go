@@ -1,15 +1,9 @@
 package cluster
 
 import (
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
@@ -36,33 +30,15 @@ Nothing secret is printed; the CA's private key never leaves the state store
 and this process. Run it again when the certificate expires.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := loadAWS(o.File)
+			l, err := loadAWSEnv(cmd.Context(), o.File, o.Emulator, s, "")
 			if err != nil {
-				return err
-			}
-			if err := (bootstrap.Env{Emulator: o.Emulator, Region: l.Region}).Setup(); err != nil {
 				return err
 			}
 			b, err := bootstrap.Kubeconfig(cmd.Context(), l.ClusterDefinition, bootstrap.KubeconfigOptions{StateStore: o.State, Admin: o.Admin})
 			if err != nil {
 				return err
 			}
-			po := clientcmd.NewDefaultPathOptions()
-			if o.Kubeconfig != "" {
-				po.LoadingRules.ExplicitPath = o.Kubeconfig
-			}
-			if err := b.WriteKubecfg(po); err != nil {
-				return fmt.Errorf("failed to write the kubeconfig %s: %w", po.GetDefaultFilename(), err)
-			}
-			until := "?"
-			if blk, _ := pem.Decode(b.ClientCert); blk != nil {
-				if cert, err := x509.ParseCertificate(blk.Bytes); err == nil {
-					until = fmt.Sprintf("%s, %s %s", cert.NotAfter.UTC().Format(time.RFC3339), cert.Subject.CommonName, strings.Join(cert.Subject.Organization, ","))
-				}
-			}
-			fmt.Fprintf(s.Out, "Wrote context %s to %s (server %s); admin certificate valid until %s.\nTry: kubectl --context %s get nodes\n",
-				b.Context, po.GetDefaultFilename(), b.Server, until, b.Context)
-			return nil
+			return bootstrap.WriteKubeconfig(b, o.Kubeconfig, s.Out)
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")

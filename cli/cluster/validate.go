@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -53,14 +52,8 @@ func runValidate(cmd *cobra.Command, o *validateOptions, s streams.Streams) erro
 	if err != nil {
 		return err
 	}
-	if o.Output == "json" {
-		enc := json.NewEncoder(s.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
-	} else {
-		r.Print(s.Out)
+	if err := r.Write(s.Out, o.Output); err != nil {
+		return err
 	}
 	if !r.Valid {
 		return fmt.Errorf("%s: %w (%d failures)", l.Name, ErrNotValid, len(r.Failures))

@@ -2,11 +2,6 @@
 package etcd
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/cli/internal/flags"
@@ -17,8 +12,7 @@ import (
 // NewCommand returns `trellis etcd`.
 func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "etcd", Short: "Inspect etcd snapshots"}
-	var top int
-	var folded, svg, output string
+	o := &etcdanalyze.RunOptions{}
 	analyze := &cobra.Command{
 		Use:   "analyze SNAPSHOT.db [--top N] [--folded FILE] [--svg FILE] [-o json]",
 		Short: "Where the bytes are: size and count per key space, live and in old revisions",
@@ -28,48 +22,13 @@ revisions compaction has not yet removed. --folded writes folded stacks for
 flame-graph tools; --svg renders a flame graph of the keyspace.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := etcdanalyze.Analyze(args[0])
-			if err != nil {
-				return err
-			}
-			if folded != "" {
-				if err := writeFile(folded, r.WriteFolded); err != nil {
-					return err
-				}
-			}
-			if svg != "" {
-				if err := writeFile(svg, r.WriteSVG); err != nil {
-					return err
-				}
-			}
-			switch output {
-			case "json":
-				enc := json.NewEncoder(s.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			case "table":
-				return r.WriteTable(s.Out, top)
-			default:
-				return fmt.Errorf("unknown --output %q: use table or json", output)
-			}
+			return etcdanalyze.Run(args[0], *o, s.Out)
 		},
 	}
-	analyze.Flags().IntVar(&top, "top", 30, "key spaces to list (0: all)")
-	analyze.Flags().StringVar(&folded, "folded", "", "write folded stacks (key path;... bytes) to this file")
-	analyze.Flags().StringVar(&svg, "svg", "", "write a flame graph of the keyspace (SVG) to this file")
-	flags.Output(analyze.Flags(), &output)
+	analyze.Flags().IntVar(&o.Top, "top", 30, "key spaces to list (0: all)")
+	analyze.Flags().StringVar(&o.Folded, "folded", "", "write folded stacks (key path;... bytes) to this file")
+	analyze.Flags().StringVar(&o.SVG, "svg", "", "write a flame graph of the keyspace (SVG) to this file")
+	flags.Output(analyze.Flags(), &o.Output)
 	cmd.AddCommand(analyze)
 	return cmd
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

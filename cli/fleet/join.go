@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
@@ -39,29 +40,40 @@ func newJoinCommand(s streams.Streams, fleetKubeconfig *string) *cobra.Command {
 }
 
 func (o *joinOptions) run(ctx context.Context, s streams.Streams) error {
-	l, err := definition.Load(o.file)
+	fcfg, m, err := o.member(ctx)
 	if err != nil {
 		return err
-	}
-	fcfg, err := kube.Config(*o.fleetKubeconfig, userAgent)
-	if err != nil {
-		return err
-	}
-	mcfg, err := kube.Config(o.memberKubeconfig, userAgent)
-	if err != nil {
-		return err
-	}
-	m := fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: o.state, Endpoint: o.endpoint}
-	if o.state != "" {
-		// The member's identity from the store it was created from: the
-		// kubeconfig only lends its credentials.
-		if m.StateCA, err = bootstrap.StoredClusterCA(ctx, l.ClusterDefinition, o.state, o.emulator); err != nil {
-			return err
-		}
 	}
 	if err := fleet.Join(ctx, fcfg, m, fleet.JoinOptions{Wait: o.wait, Log: logger(s)}); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "%s joined the fleet\n", l.Name)
+	fmt.Fprintf(s.Out, "%s joined the fleet\n", m.Definition.Name)
 	return nil
+}
+
+// member turns the flags into the fleet's client config and the member to
+// join.
+func (o *joinOptions) member(ctx context.Context) (*rest.Config, fleet.Member, error) {
+	var m fleet.Member
+	l, err := definition.Load(o.file)
+	if err != nil {
+		return nil, m, err
+	}
+	fcfg, err := kube.Config(*o.fleetKubeconfig, userAgent)
+	if err != nil {
+		return nil, m, err
+	}
+	mcfg, err := kube.Config(o.memberKubeconfig, userAgent)
+	if err != nil {
+		return nil, m, err
+	}
+	m = fleet.Member{Definition: l.ClusterDefinition, Config: mcfg, StateStore: o.state, Endpoint: o.endpoint}
+	if o.state != "" {
+		// The member's identity from the store it was created from: the
+		// kubeconfig only lends its credentials.
+		if m.StateCA, err = bootstrap.StoredClusterCA(ctx, l.ClusterDefinition, o.state, o.emulator); err != nil {
+			return nil, m, err
+		}
+	}
+	return fcfg, m, nil
 }

@@ -30,14 +30,6 @@ func (f *quotaFlags) client() (kubernetes.Interface, error) {
 	return kube.Client(f.kubeconfig, "trellis-quota")
 }
 
-func (f *quotaFlags) skipped() map[string]bool {
-	sk := map[string]bool{}
-	for _, n := range f.skip {
-		sk[n] = true
-	}
-	return sk
-}
-
 // NewCommand returns `trellis quota`.
 func NewCommand(s streams.Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "quota", Short: "Plan namespace quotas from observed usage or its forecast, apply them, alert before they run out"}
@@ -64,7 +56,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	apply := &cobra.Command{
 		Use: "apply --plan FILE", Short: "Apply a reviewed plan (ResourceQuota trellis-quota per namespace; a schedule's current step)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := readPlan(planFile)
+			p, err := quota.ReadPlan(planFile)
 			if err != nil {
 				return err
 			}

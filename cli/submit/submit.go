@@ -68,11 +68,9 @@ func Run(ctx context.Context, s streams.Streams, o *Options) error {
 	if err != nil {
 		return err
 	}
-	opts := gwclient.SubmitOptions{DryRun: o.DryRun, ID: o.ID}
-	if o.SignKey != "" {
-		if opts.Signature, err = sign(body, o.SignKey, o.SignAs); err != nil {
-			return err
-		}
+	opts, err := o.submitOptions(body)
+	if err != nil {
+		return err
 	}
 	res, err := c.Submit(ctx, body, opts)
 	if err != nil {
@@ -80,6 +78,19 @@ func Run(ctx context.Context, s streams.Streams, o *Options) error {
 	}
 	Print(s.Out, res)
 	return nil
+}
+
+// submitOptions turns the flags into the gateway's submit options,
+// signing body with --sign-key.
+func (o *Options) submitOptions(body []byte) (gwclient.SubmitOptions, error) {
+	opts := gwclient.SubmitOptions{DryRun: o.DryRun, ID: o.ID}
+	if o.SignKey != "" {
+		var err error
+		if opts.Signature, err = sign(body, o.SignKey, o.SignAs); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
 }
 
 // Print writes a submission's result.

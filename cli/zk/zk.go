@@ -2,13 +2,6 @@
 package zk
 
 import (
-	"encoding/json"
-	"fmt"
-	"path"
-	"strings"
-	"time"
-
-	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 
 	"github.com/trellis-dev/trellis/cli/internal/streams"
@@ -22,52 +15,15 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	return cmd
 }
 
-type options struct {
-	Servers string
-	Root    string
-	Watch   bool
-	Out     string
-}
-
 func newServersetCommand(s streams.Streams) *cobra.Command {
-	o := &options{}
+	o := &serverset.PrintOptions{}
 	cmd := &cobra.Command{
 		Use:   "serverset SERVICE ENV [--watch] [--out FILE]",
 		Short: "List a serverset's members; --watch follows changes, --out keeps a local file (with the 50% shrink guard)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, _, err := zk.Connect(strings.Split(o.Servers, ","), 10*time.Second, zk.WithLogInfo(false))
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			dir := path.Join(o.Root, args[0], args[1])
-			var file *serverset.FileWriter
-			if o.Out != "" {
-				file = &serverset.FileWriter{Path: o.Out}
-			}
-			show := func(ms []serverset.Member) error {
-				if file != nil {
-					if err := file.Write(ms); err != nil {
-						fmt.Fprintf(s.Err, "%v\n", err)
-						return err
-					}
-				}
-				b, err := json.Marshal(ms)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(s.Out, string(b))
-				return nil
-			}
-			if !o.Watch {
-				ms, err := serverset.Read(conn, dir)
-				if err != nil {
-					return err
-				}
-				return show(ms)
-			}
-			return serverset.Watch(cmd.Context(), conn, dir, show)
+			o.Service, o.Env = args[0], args[1]
+			return serverset.Print(cmd.Context(), *o, s.Out, s.Err)
 		},
 	}
 	cmd.Flags().StringVar(&o.Servers, "zookeeper", "127.0.0.1:2181", "comma-separated ZooKeeper ensemble")
