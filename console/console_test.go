@@ -56,7 +56,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(api.WorkloadList{Items: []api.Workload{
-		{Kind: "Service", Namespace: "team-a", Name: "web", Ready: "True", Created: now.Add(-3 * time.Hour)},
+		{Kind: "Service", Namespace: "team-a", Name: "web", Ready: "True", Image: "registry.example/web:1.4, registry.example/log-agent:2", Created: now.Add(-3 * time.Hour)},
 		{Kind: "Batch", Namespace: "team-a", Name: "nightly", Ready: "False", Reason: "PodsPending", Created: now.Add(-90 * time.Second)},
 	}})
 }

@@ -249,6 +249,7 @@ func summary(k workloadKind, o client.Object) api.Workload {
 				w.ObservedGeneration = og
 			}
 		}
+		w.Image = templateImages(m)
 	}
 	for _, c := range conditions(o) {
 		if c.Type == "Ready" {
@@ -256,6 +257,34 @@ func summary(k workloadKind, o client.Object) api.Workload {
 		}
 	}
 	return w
+}
+
+// templateImages is the workload's container images, comma separated in
+// order: spec.template.containers for five kinds, and each of
+// spec.replicaSpecs[].template.containers for a training job.
+func templateImages(m map[string]any) string {
+	spec, _ := m["spec"].(map[string]any)
+	templates := []any{spec["template"]}
+	if rs, ok := spec["replicaSpecs"].([]any); ok {
+		for _, r := range rs {
+			if rm, ok := r.(map[string]any); ok {
+				templates = append(templates, rm["template"])
+			}
+		}
+	}
+	var out []string
+	for _, tpl := range templates {
+		tm, _ := tpl.(map[string]any)
+		cs, _ := tm["containers"].([]any)
+		for _, c := range cs {
+			if cm, ok := c.(map[string]any); ok {
+				if img, ok := cm["image"].(string); ok && img != "" {
+					out = append(out, img)
+				}
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // conditions reads status.conditions of any of the kinds.

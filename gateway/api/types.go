@@ -89,6 +89,8 @@ type Workload struct {
 	Reason string `json:"reason,omitempty"`
 	// ObservedGeneration is the generation the controller last acted on.
 	ObservedGeneration int64 `json:"observedGeneration"`
+	// Image is the template's container images, comma separated.
+	Image string `json:"image,omitempty"`
 }
 
 // WorkloadList is the answer of RouteList.

@@ -37,7 +37,8 @@
     if (!tr) { tr = body.insertRow(-1); tr.id = id; }
     cell(tr, 0, w.kind); link(tr, w);
     cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
-    cell(tr, 3, w.reason || ""); cell(tr, 4, age(w.created));
+    cell(tr, 3, w.reason || ""); cell(tr, 4, w.image || "");
+    cell(tr, 5, age(w.created));
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }
