@@ -42,13 +42,21 @@ func TestGatewaySubmit(t *testing.T) {
 	const ns, sa = "e2e-gateway", "ci"
 	must(t, ignoreExists(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})))
 	must(t, ignoreExists(cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})))
-	must(t, ignoreExists(cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "submit"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 			// `workloads status` shows the workload's pods and events.
 			{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"list"}}},
-	}, metav1.CreateOptions{})))
+	}
+	// The local cluster outlives test runs: an earlier run's Role is
+	// brought to these rules, not kept.
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = cs.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
+		must(t, err)
+	} else {
+		must(t, err)
+	}
 	must(t, ignoreExists(cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "submit"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "submit"},
