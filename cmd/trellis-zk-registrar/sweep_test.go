@@ -191,7 +191,7 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 	}
 	stopped := time.Now()
 	waitMembers(t, zks.Addrs(), 10*time.Second, "10.0.1.1,10.0.1.2")
-	b = startRegistrar(t, args("node-b"))
+	startRegistrar(t, args("node-b")) // stopped by its cleanup
 	waitMembers(t, zks.Addrs(), 10*time.Second, "10.0.1.1,10.0.1.2,10.0.2.1,10.0.2.2")
 	t.Logf("node-b's members back %s after SIGTERM (grace %s)", time.Since(stopped).Round(10*time.Millisecond), sweepGrace)
 	time.Sleep(sweepGrace + 2*sweepInterval)
