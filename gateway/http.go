@@ -58,7 +58,8 @@ func (q *request) authorize(namespace, resource, verb string) bool {
 	return true
 }
 
-// authorizeCore is authorize for a core-group resource (pods, events).
+// authorizeCore is authorize for a core-group resource (pods, events,
+// resourcequotas).
 func (q *request) authorizeCore(namespace, resource, verb string) bool {
 	if err := q.g.authz.AuthorizeGroup(q.r.Context(), q.id, namespace, "", resource, verb); err != nil {
 		q.authzFailed(err)

@@ -20,8 +20,7 @@ func (g *Gateway) quotas(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns := r.PathValue("namespace")
-	if err := g.authz.AuthorizeGroup(r.Context(), q.id, ns, "", "resourcequotas", "list"); err != nil {
-		q.authzFailed(err)
+	if !q.authorizeCore(ns, "resourcequotas", "list") {
 		return
 	}
 	l := &corev1.ResourceQuotaList{}

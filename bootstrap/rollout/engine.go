@@ -612,15 +612,12 @@ func (r *Roller) gate(ctx context.Context, g *GroupProgress) error {
 // takes effect at once: there is no current step to finish, and a
 // rollback may follow without a run to turn Aborting into Aborted.
 func Request(ctx context.Context, store Store, status Status, now time.Time) (*State, error) {
-	st, err := store.Load(ctx)
+	st, err := loadUnfinished(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the rollout state: %w", err)
-	}
-	if st == nil || st.Status == StatusDone || st.Status == StatusAborted {
-		return st, ErrNoRollout
+		return st, err
 	}
 	st.Status = status
-	if status == StatusAborting && (st.Lock.Owner == "" || !now.Before(st.Lock.Expires)) {
+	if status == StatusAborting && !st.Held(now) {
 		st.Status, st.Lock = StatusAborted, Lock{}
 	}
 	return st, store.Save(ctx, st)

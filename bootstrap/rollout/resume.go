@@ -16,12 +16,9 @@ var ErrNotPaused = errors.New("rollout is not paused")
 // next `trellis ami resume` continues the rollout, as it would a paused
 // one; the message says so.
 func Resume(ctx context.Context, store Store, now time.Time) (*State, error) {
-	st, err := store.Load(ctx)
+	st, err := loadUnfinished(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the rollout state: %w", err)
-	}
-	if st == nil || st.Status == StatusDone || st.Status == StatusAborted {
-		return st, ErrNoRollout
+		return st, err
 	}
 	if st.Status != StatusPaused {
 		return st, fmt.Errorf("%w: it is %s", ErrNotPaused, st.Status)
@@ -31,6 +28,19 @@ func Resume(ctx context.Context, store Store, now time.Time) (*State, error) {
 		st.Message = "pause cleared; no run holds the rollout: run `trellis ami resume -f FILE` to continue"
 	}
 	return st, store.Save(ctx, st)
+}
+
+// loadUnfinished reads the stored rollout; ErrNoRollout when there is
+// none or it has ended (done or aborted), with the state read.
+func loadUnfinished(ctx context.Context, store Store) (*State, error) {
+	st, err := store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the rollout state: %w", err)
+	}
+	if st == nil || st.Status == StatusDone || st.Status == StatusAborted {
+		return st, ErrNoRollout
+	}
+	return st, nil
 }
 
 // Held reports whether a run holds the rollout's lock at now.
