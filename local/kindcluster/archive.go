@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 )
 
 // imageIDs are the Docker image IDs of images.
@@ -71,15 +70,15 @@ func stream(ctx context.Context, images []string, consume func(io.Reader) error)
 	return cerr
 }
 
-// importArchive imports a docker-save archive into a node's containerd as
-// kind does, then drops the image records that only pin earlier builds:
-// the digest-named ones kind's import adds beside the tags
+// importArchive imports a docker-save archive into a node's containerd
+// (ctrImport), then drops the image records that only pin earlier builds:
+// the digest-named ones an older import added beside the tags
 // (import-<date>@sha256:…) and the CRI's image-ID records (sha256:<id>)
 // whose image no tag names any more. Each load would otherwise keep the
 // previous build of every image in the node for ever (GiBs after a few
 // rebuilds of a reused cluster). Running containers keep their snapshots.
 func importArchive(n nodes.Node, archive io.Reader) error {
-	if err := nodeutils.LoadImageArchive(n, archive); err != nil {
+	if err := ctrImport(n, archive); err != nil {
 		return err
 	}
 	var out bytes.Buffer

@@ -170,6 +170,19 @@ func pinnedImage(t *testing.T, p *corev1.Pod) string {
 		}
 		id := strings.TrimPrefix(s.ImageID, "docker-pullable://")
 		if i := strings.Index(id, "@sha256:"); i >= 0 {
+			// The digest must name the image's own repository: a load
+			// that left import-<date>@sha256:… in the CRI's cache made
+			// the kubelet report docker.io/library/import-<date>.
+			repo := func(ref string) string {
+				ref, _, _ = strings.Cut(ref, "@")
+				if j := strings.LastIndex(ref, ":"); j > strings.LastIndex(ref, "/") {
+					ref = ref[:j]
+				}
+				return strings.TrimPrefix(ref, "docker.io/")
+			}
+			if repo(id) != repo(s.Image) {
+				t.Fatalf("pod %s: image id %q does not name the image's repository (image %q)", p.Name, s.ImageID, s.Image)
+			}
 			return id
 		}
 		// A bare sha256:<id> is the image's config digest, not its
