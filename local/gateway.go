@@ -211,6 +211,12 @@ func applyObject(ctx context.Context, cs kubernetes.Interface, obj any) error {
 		_, err = cs.RbacV1().Roles(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
 	case "RoleBinding":
 		_, err = cs.RbacV1().RoleBindings(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
+	case "Namespace":
+		_, err = cs.CoreV1().Namespaces().Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
+	case "Secret":
+		_, err = cs.CoreV1().Secrets(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
+	case "Deployment":
+		_, err = cs.AppsV1().Deployments(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
 	default:
 		return fmt.Errorf("apply: unsupported kind %q", m.Kind)
 	}

@@ -24,6 +24,7 @@ func (u *up) steps() []Step {
 		{Name: "cluster", Execute: u.ensureCluster},
 		{Name: "instance-group labels", Execute: u.labelInstanceGroups},
 		{Name: "images", Execute: u.loadImages},
+		{Name: "console", Execute: u.console},
 		{Name: "addons", Execute: u.applyAddons},
 		{Name: "fleet kubeconfig", Execute: u.fleetKubeconfig},
 		{Name: "gateway context", Execute: u.gatewayContext},
@@ -132,7 +133,7 @@ func (u *up) loadImages(ctx context.Context) error {
 		}
 		bin = filepath.Dir(self)
 	}
-	images, err := kindcluster.BuildImages(ctx, append(kindcluster.RuntimeImages(u.rendered), SampleImage), bin, u.o.Image)
+	images, err := kindcluster.BuildImages(ctx, append(kindcluster.RuntimeImages(u.rendered), SampleImage, OIDCImage), bin, u.o.Image)
 	if err != nil {
 		return err
 	}

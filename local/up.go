@@ -85,6 +85,8 @@ type Result struct {
 	FleetKubeconfig string
 	// Gateway are the gateway context's files (Options.GatewayContext).
 	Gateway *GatewayContextFiles
+	// Console is how to open the web console (with GatewayContext).
+	Console *ConsoleAccess
 	// Created is false when an existing cluster was reused.
 	Created bool
 	// Steps are the steps run, in order, with their durations.
@@ -143,7 +145,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 	if o.Fleet {
 		res.FleetKubeconfig = o.FleetKubeconfig
 	}
-	res.Gateway = u.gatewayFiles
+	res.Gateway, res.Console = u.gatewayFiles, u.consoleAccess
 	return res, nil
 }
 
@@ -182,4 +184,6 @@ type up struct {
 	client   kubernetes.Interface
 	// gatewayFiles are the gateway context's files, once written.
 	gatewayFiles *GatewayContextFiles
+	// consoleAccess is how to open the console, once set up.
+	consoleAccess *ConsoleAccess
 }

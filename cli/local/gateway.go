@@ -13,3 +13,10 @@ func printGateway(w io.Writer, f trellislocal.GatewayContextFiles) {
 	fmt.Fprintf(w, "(identity system:serviceaccount:%s:%s, token valid %s: run local up again to renew):\n", trellislocal.SampleNamespace, trellislocal.DevIdentity, trellislocal.DevTokenTTL)
 	fmt.Fprintf(w, "  export TRELLIS_CONTEXT=%s\n  trellis submit -f app.yaml --dry-run\n  trellis workloads list\n", f.Context)
 }
+
+// printConsole tells where the web console is and who may sign in.
+func printConsole(w io.Writer, c trellislocal.ConsoleAccess) {
+	fmt.Fprintf(w, "The web console is at %s (its certificate is the gateway's pod identity, for %s: your browser asks you to accept it).\n", c.URL, trellislocal.GatewayServerName)
+	fmt.Fprintf(w, "  sign in as %s, password in %s (may submit and read in namespace %s)\n", c.User, c.PasswordFile, trellislocal.SampleNamespace)
+	fmt.Fprintf(w, "  or as %s, password in %s (RBAC allows it nothing)\n", c.Guest, c.GuestPasswordFile)
+}

@@ -167,6 +167,9 @@ func runUp(ctx context.Context, s streams.Streams, o upOptions) error {
 	if res.Gateway != nil {
 		printGateway(s.Out, *res.Gateway)
 	}
+	if res.Console != nil {
+		printConsole(s.Out, *res.Console)
+	}
 	fmt.Fprintf(s.Out, "Delete it with: trellis local down -f %s\n", o.file)
 	return nil
 }

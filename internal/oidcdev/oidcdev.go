@@ -21,20 +21,21 @@ import (
 // User is a static user; ID is the token's sub claim (the console and the
 // apiserver map it to the Kubernetes user oidc:<ID>).
 type User struct {
-	ID       string
-	Password string
-	Email    string
+	ID       string `json:"id"`
+	Password string `json:"password"`
+	Email    string `json:"email,omitempty"`
 }
 
 // Config is the provider's configuration.
 type Config struct {
 	// Issuer is the provider's URL as clients reach it (http on loopback
 	// is allowed).
-	Issuer string
+	Issuer string `json:"issuer"`
 	// ClientID, ClientSecret and RedirectURIs describe the one web client.
-	ClientID, ClientSecret string
-	RedirectURIs           []string
-	Users                  []User
+	ClientID     string   `json:"clientID"`
+	ClientSecret string   `json:"clientSecret"`
+	RedirectURIs []string `json:"redirectURIs"`
+	Users        []User   `json:"users"`
 }
 
 type users map[string]*storage.User

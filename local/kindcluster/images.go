@@ -27,6 +27,7 @@ var binaries = map[string]string{
 	"cert-sidecar": "trellis-cert",
 	"config-init":  "trellis-config-init",
 	"hello":        "trellis-hello",
+	"oidc-dev":     "trellis-oidc-dev",
 	"quota":        "trellis",
 	// The fleet's control plane (addons karmada-apiserver and karmada):
 	// Karmada's own binaries, from where `make tools` builds them, and

@@ -1,0 +1,198 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	trellislocal "github.com/trellis-dev/trellis/local"
+)
+
+// TestConsoleBrowser uses the local cluster's web console as a person
+// would, in Debian's chromium driven by chromedp: sign in at the local
+// OIDC provider with the user `trellis local up` printed, submit a workload
+// that is refused (its image is not pinned) and read the reason with its
+// field, fix it and submit it, see it become Ready on the workloads page
+// without a reload, open its page, and be refused as the guest user RBAC
+// allows nothing. Screenshots go to $TRELLIS_TEST_ARTIFACTS/console-e2e
+// (else a temporary folder it prints).
+func TestConsoleBrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (hack/test-deps.sh installs it): %v", err)
+	}
+	ctx := context.Background()
+	s, err := cs.CoreV1().Secrets("trellis-system").Get(ctx, trellislocal.ConsoleSecret, metav1.GetOptions{})
+	must(t, err)
+	base := strings.TrimSuffix(string(s.Data["redirect-url"]), "callback")
+	dir := filepath.Dir(gatewayContext())
+	password := func(who string) string {
+		b, err := os.ReadFile(filepath.Join(dir, "trellis-local-console-"+who+".password"))
+		must(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	out := os.Getenv("TRELLIS_TEST_ARTIFACTS")
+	if out == "" {
+		out = t.TempDir()
+	}
+	out = filepath.Join(out, "console-e2e")
+	must(t, os.MkdirAll(out, 0o755))
+	t.Logf("screenshots in %s", out)
+
+	allowRegistry(t, "docker.io/trellis")
+	const ns, name = trellislocal.SampleNamespace, "console-e2e"
+	remove := func() {
+		_ = cl.Delete(context.Background(), &v1alpha1.TrellisService{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	}
+	remove()
+	t.Cleanup(remove)
+
+	actx, stop := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1100, 1000),
+		// The gateway serves its pod identity, issued for its Service's
+		// name, not for the node address the browser opens.
+		chromedp.Flag("ignore-certificate-errors", true),
+	)...)
+	defer stop()
+	bctx, stop := chromedp.NewContext(actx)
+	defer stop()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser
+		t.Fatalf("failed to start %s: %v", chromium, err)
+	}
+	bctx, stop = context.WithTimeout(bctx, 5*time.Minute)
+	defer stop()
+	b := &page{t: t, ctx: bctx, out: out}
+
+	// Sign in as the dev user; the workloads page of its namespace.
+	b.signIn(base+"workloads?namespace="+ns, trellislocal.ConsoleUser, password("dev"))
+	b.shot("workloads")
+
+	// A refused dry run names the field and the reason.
+	unpinned, err := yaml.Marshal(submittable(ns, name, "docker.io/trellis/hello:0.1.0"))
+	must(t, err)
+	b.run(20*time.Second, chromedp.Navigate(base+"submit"), chromedp.WaitVisible(chromedp.ID("workload")),
+		chromedp.SetValue(chromedp.ID("workload"), string(unpinned)),
+		chromedp.Click(chromedp.CSS(`button[value="dry-run"]`)), chromedp.WaitVisible(chromedp.ID("problems")))
+	if got := b.text(`#problems`); !strings.Contains(got, "spec.template.containers[0].image") || !strings.Contains(got, "not pinned by digest") {
+		t.Errorf("the refusal does not name the image field and the missing digest:\n%s", got)
+	}
+	b.shot("submit-refused")
+
+	// Pinned by the digest the nodes hold, it is submitted.
+	pinned, err := yaml.Marshal(submittable(ns, name, helloByDigest(t)))
+	must(t, err)
+	b.run(20*time.Second, chromedp.SetValue(chromedp.ID("workload"), string(pinned)),
+		chromedp.Click(chromedp.CSS(`button[value="submit"]`)), chromedp.WaitVisible(chromedp.ID("result")))
+	if got := b.text(`#result`); !strings.Contains(got, ns+"/"+name+" created") {
+		t.Fatalf("submission result %q, want %s/%s created", got, ns, name)
+	}
+	b.shot("submit-created")
+
+	// The workloads page turns it Ready by itself.
+	row := fmt.Sprintf(`tr[id$="-%s"]`, name)
+	b.run(20*time.Second, chromedp.Navigate(base+"workloads?namespace="+ns), chromedp.WaitVisible(chromedp.CSS(row)))
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatalf("mark the page: %v", err)
+	}
+	b.run(3*time.Minute, chromedp.WaitVisible(chromedp.CSS(row+` td.ready-True`)))
+	if v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !v {
+		t.Errorf("the page was reloaded to show Ready (%v)", err)
+	}
+	b.shot("workloads-ready")
+
+	// Its page lists its pods.
+	b.run(20*time.Second, chromedp.Click(chromedp.CSS(row+` a`)), chromedp.WaitVisible(chromedp.ID("pods")))
+	if got := b.text(`#pods`); !strings.Contains(got, name+"-") {
+		t.Errorf("the workload page lists no pod of %s:\n%s", name, got)
+	}
+	detail, _ := chromedp.Run(bctx, chromedp.Location())
+	b.shot("workload")
+
+	// The guest signs in and is refused what RBAC does not allow it.
+	b.run(20*time.Second, chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.ID("signin")))
+	b.signIn(base+"workloads?namespace="+ns, trellislocal.ConsoleGuest, password("guest"))
+	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, name) {
+		t.Errorf("the guest's workloads page: %q, want a refusal and no workload", got)
+	}
+	b.run(20*time.Second, chromedp.Navigate(detail), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, name+"-") {
+		t.Errorf("the guest's page of %s: %q, want a refusal and no pod", name, got)
+	}
+	b.shot("refused")
+}
+
+// helloByDigest is the sample image by the manifest digest the nodes hold
+// it under (local up names every loaded image so, as a registry pull
+// would).
+func helloByDigest(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", "trellis-local-control-plane", "ctr", "--namespace=k8s.io", "images", "ls", "-q").Output()
+	must(t, err)
+	for _, l := range strings.Fields(string(out)) {
+		if strings.HasPrefix(l, "docker.io/trellis/hello@sha256:") {
+			return l
+		}
+	}
+	t.Fatalf("the control-plane node holds no docker.io/trellis/hello@sha256:… name:\n%s", out)
+	return ""
+}
+
+// page drives one browser tab.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+	out string
+}
+
+func (b *page) run(timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+		b.shot("failure")
+		b.t.Fatalf("browser at %s: %v", loc, err)
+	}
+}
+
+func (b *page) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// signIn opens target, is sent to the local provider, and signs in.
+func (b *page) signIn(target, user, password string) {
+	b.t.Helper()
+	b.run(30*time.Second, chromedp.Navigate(target), chromedp.WaitVisible(chromedp.ID("username")),
+		chromedp.SendKeys(chromedp.ID("username"), strings.SplitN(user, "@", 2)[0]), chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS(`.who`)))
+	if got := b.text(`.who`); got != "oidc:"+user {
+		b.t.Fatalf("signed in as %q, want oidc:%s", got, user)
+	}
+}
+
+func (b *page) shot(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.out, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
