@@ -28,8 +28,10 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
-		"age":  func(t time.Time) string { return age(cfg.Clock.Now(), t) },
-		"base": func() string { return cfg.BasePath },
+		"age":    func(t time.Time) string { return age(cfg.Clock.Now(), t) },
+		"clip":   clip,
+		"expiry": func(from, to time.Time) expiry { return expiryOf(cfg.Clock.Now(), from, to) },
+		"base":   func() string { return cfg.BasePath },
 	}
 	for _, p := range []string{"workloads", "workload", "submit", "capacity", "rollouts", "signin", "signedin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
@@ -110,10 +112,15 @@ func (c *Console) render(w http.ResponseWriter, code int, name string, p page) {
 }
 
 func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case t.IsZero():
+	if t.IsZero() {
 		return "-"
+	}
+	return span(now.Sub(t))
+}
+
+// span is a duration as the pages write it: 42s, 5m, 3h, 2d.
+func span(d time.Duration) string {
+	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d/time.Second))
 	case d < time.Hour:

@@ -26,13 +26,18 @@ var now = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
 // fakeAPI stands in for the gateway's handler in these unit tests (the
 // integration test uses the real one on a real apiserver). It allows
-// oidc:alice in team-a and refuses everybody else, as RBAC would.
+// oidc:alice in team-a, lets oidc:erin list its workloads but not their
+// events, and refuses everybody else, as RBAC would.
 type fakeAPI struct{ calls atomic.Int32 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.calls.Add(1)
 	id, err := (&gateway.Authenticator{}).Authenticate(r)
 	w.Header().Set("Content-Type", "application/json")
+	if err == nil && id.User == "oidc:erin" && r.URL.Path == "/v1/namespaces/team-a/workloads" {
+		_ = json.NewEncoder(w).Encode(api.WorkloadList{Items: workloadItems(false), EventsHidden: "forbidden: oidc:erin may not list events in namespace team-a"})
+		return
+	}
 	if err != nil || id.User != "oidc:alice" || (r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/team-a/")) {
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(api.Error{Reason: "Forbidden", Message: "oidc:bob may not list workloads in team-a"})
@@ -55,10 +60,20 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(api.WorkloadList{Items: []api.Workload{
+	_ = json.NewEncoder(w).Encode(api.WorkloadList{Items: workloadItems(true)})
+}
+
+// workloadItems is team-a's workloads, with their last events if events.
+func workloadItems(events bool) []api.Workload {
+	items := []api.Workload{
 		{Kind: "Service", Namespace: "team-a", Name: "web", Ready: "True", Image: "registry.example/web:1.4, registry.example/log-agent:2", Created: now.Add(-3 * time.Hour)},
 		{Kind: "Batch", Namespace: "team-a", Name: "nightly", Ready: "False", Reason: "PodsPending", Created: now.Add(-90 * time.Second)},
-	}})
+	}
+	if events {
+		items[1].LastEvent = &api.Event{Time: now.Add(-40 * time.Second), Type: "Warning", Reason: "FailedScheduling", Count: 3,
+			Message: "0/6 nodes are available: 3 Insufficient cpu, 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"}
+	}
+	return items
 }
 
 func newConsole(t *testing.T) (*console.Console, *fakeAPI) {
@@ -194,11 +209,13 @@ func TestRefusedIdentitySeesNoWorkloads(t *testing.T) {
 func TestPagesGolden(t *testing.T) {
 	c, _ := newConsole(t)
 	ck, tok := signIn(t, c, "oidc:alice")
-	csrf := regexp.MustCompile(regexp.QuoteMeta(tok))
+	erin, erinTok := signIn(t, c, "oidc:erin")
+	csrf := regexp.MustCompile(regexp.QuoteMeta(tok) + "|" + regexp.QuoteMeta(erinTok))
 	for name, resp := range map[string]reply{
-		"workloads": do(c, http.MethodGet, "/workloads?namespace=team-a", ck, nil),
-		"workload":  do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil),
-		"refused":   do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {tok}, "workload": {"kind: Service\nmetadata: {name: web}"}, "action": {"dry-run"}}),
+		"workloads":          do(c, http.MethodGet, "/workloads?namespace=team-a", ck, nil),
+		"workloads-noevents": do(c, http.MethodGet, "/workloads?namespace=team-a", erin, nil),
+		"workload":           do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil),
+		"refused":            do(c, http.MethodPost, "/submit", ck, url.Values{"csrf": {tok}, "workload": {"kind: Service\nmetadata: {name: web}"}, "action": {"dry-run"}}),
 	} {
 		body := csrf.ReplaceAllString(resp.Body, "CSRF-TOKEN")
 		golden.Assert(t, "testdata/"+name+".golden.html", []byte(body))

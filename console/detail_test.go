@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,14 @@ var detailStatus = api.Status{
 		Message: "1 of 2 pods ready", LastTransitionTime: metav1.NewTime(now.Add(-5 * time.Minute))}},
 	Pods: []api.Pod{
 		{Name: "web-0", Phase: "Running", Ready: true, Node: "node-a", Restarts: 0, Registered: "True",
-			RegisteredMessage: "/discovery/web/prod/member_0000000001", Identity: "spiffe://trellis.local/ns/team-a/sa/web"},
+			RegisteredMessage: "/discovery/web/prod/member_0000000001", Identity: "spiffe://trellis.local/ns/team-a/sa/web",
+			IdentityNotBefore: now.Add(-20 * time.Minute), IdentityNotAfter: now.Add(45 * time.Minute)},
 		{Name: "web-1", Phase: "Pending", Node: "node-b", Restarts: 3, Reason: "ImagePullBackOff", Registered: "False",
-			RegisteredMessage: "not serving yet", Identity: "spiffe://trellis.local/ns/team-a/sa/web"},
+			RegisteredMessage: "not serving yet", Identity: "spiffe://trellis.local/ns/team-a/sa/web",
+			IdentityNotBefore: now.Add(-60 * time.Minute), IdentityNotAfter: now.Add(5 * time.Minute)},
+		{Name: "web-2", Phase: "Running", Node: "node-a", Identity: "spiffe://trellis.local/ns/team-a/sa/web",
+			IdentityNotBefore: now.Add(-68 * time.Minute), IdentityNotAfter: now.Add(-3 * time.Minute)},
+		{Name: "web-3", Phase: "Pending", Identity: "spiffe://trellis.local/ns/team-a/sa/web"},
 	},
 	Events: []api.Event{{Time: now.Add(-2 * time.Minute), Type: "Warning", Reason: "Failed", Message: "Back-off pulling image <x>", Count: 4}},
 }
@@ -47,5 +53,28 @@ func TestWorkloadDetailRefusalIsShown(t *testing.T) {
 		if r := do(c, http.MethodGet, bad+"?namespace=team-a", ck, nil); r.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", bad, r.StatusCode)
 		}
+	}
+}
+
+// TestWorkloadDetailShowsIdentityExpiry: each pod's identity expiry is
+// counted on the injected clock, with a warning when under a third of its
+// lifetime is left (the sidecar renews at two thirds) and when expired.
+func TestWorkloadDetailShowsIdentityExpiry(t *testing.T) {
+	c, _ := newConsole(t)
+	ck, _ := signIn(t, c, "oidc:alice")
+	resp := do(c, http.MethodGet, "/workloads/Service/web?namespace=team-a", ck, nil)
+	for pod, want := range map[string]string{
+		"web-0": `<span class="cert-ok">expires in 45m</span> <small>2026-11-28 12:45 UTC</small>`,
+		"web-1": `<span class="cert-warn">expires in 5m (renewal overdue)</span> <small>2026-11-28 12:05 UTC</small>`,
+		"web-2": `<span class="cert-expired">expired 3m ago</span> <small>2026-11-28 11:57 UTC</small>`,
+		"web-3": `<span>not recorded</span></td>`,
+	} {
+		row := regexp.MustCompile(`<tr id="p-` + pod + `">.*</tr>`).FindString(resp.Body)
+		if !strings.Contains(row, want) {
+			t.Errorf("%s: row %q, want %q", pod, row, want)
+		}
+	}
+	if strings.Contains(resp.Body, "BEGIN") {
+		t.Error("certificate material on the page")
 	}
 }

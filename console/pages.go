@@ -28,7 +28,7 @@ func (c *Console) workloads(w http.ResponseWriter, r *http.Request, s *Session) 
 	}
 	l := api.WorkloadList{}
 	if c.get(w, r, s, &p, "/v1/namespaces/"+url.PathEscape(ns)+"/workloads", &l) {
-		p.Data = l.Items
+		p.Data = l
 		c.render(w, http.StatusOK, "workloads", p)
 	}
 }

@@ -61,11 +61,17 @@ func (q *request) authorize(namespace, resource, verb string) bool {
 // authorizeCore is authorize for a core-group resource (pods, events,
 // resourcequotas).
 func (q *request) authorizeCore(namespace, resource, verb string) bool {
-	if err := q.g.authz.AuthorizeGroup(q.r.Context(), q.id, namespace, "", resource, verb); err != nil {
+	if err := q.coreAccess(namespace, resource, verb); err != nil {
 		q.authzFailed(err)
 		return false
 	}
 	return true
+}
+
+// coreAccess is authorizeCore's SubjectAccessReview without the answer:
+// nil, an error wrapping ErrForbidden, or the review's failure.
+func (q *request) coreAccess(namespace, resource, verb string) error {
+	return q.g.authz.AuthorizeGroup(q.r.Context(), q.id, namespace, "", resource, verb)
 }
 
 // authzFailed answers 403 for a refusal, 503 when the review failed.

@@ -34,16 +34,31 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := api.WorkloadList{Items: []api.Workload{}}
+	hidden, ok := q.eventsShown(ns)
+	if !ok {
+		return
+	}
+	out := api.WorkloadList{Items: []api.Workload{}, EventsHidden: hidden}
 	for _, k := range ks {
 		l := k.NewList()
 		if err := g.cache.List(r.Context(), l, client.InNamespace(ns)); err != nil {
 			q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
 			return
 		}
-		objs, _ := extractObjects(l)
+		objs, err := extractObjects(l)
+		if err != nil {
+			q.fail(http.StatusInternalServerError, "Internal", err.Error(), nil)
+			return
+		}
 		for _, o := range objs {
-			out.Items = append(out.Items, summary(k, o))
+			w := summary(k, o)
+			if hidden == "" {
+				if w.LastEvent, err = g.lastEvent(r.Context(), k, o); err != nil {
+					q.fail(http.StatusServiceUnavailable, "Unavailable", err.Error(), nil)
+					return
+				}
+			}
+			out.Items = append(out.Items, w)
 		}
 	}
 	slices.SortFunc(out.Items, func(a, b api.Workload) int {
@@ -178,7 +193,9 @@ func (g *Gateway) pods(ctx context.Context, k workloadKind, obj client.Object) (
 	}
 	out := []api.Pod{}
 	for _, p := range l.Items {
-		ap := api.Pod{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, Identity: g.podIdentity(&p)}
+		ap := api.Pod{Name: p.Name, Phase: string(p.Status.Phase), Node: p.Spec.NodeName, Identity: g.podIdentity(&p),
+			IdentityNotBefore: annotatedTime(p.Annotations[wellknown.AnnotationIdentityNotBefore]),
+			IdentityNotAfter:  annotatedTime(p.Annotations[wellknown.AnnotationIdentityNotAfter])}
 		gated := slices.ContainsFunc(p.Spec.ReadinessGates, func(r corev1.PodReadinessGate) bool { return r.ConditionType == wellknown.ConditionRegistered })
 		if gated {
 			ap.Registered = string(corev1.ConditionUnknown)

@@ -38,6 +38,14 @@ const (
 	// instance-metadata address, which the node network daemon otherwise
 	// blocks.
 	AnnotationMetadataAccess = "trellis.dev/metadata-access"
+
+	// AnnotationIdentityNotBefore and AnnotationIdentityNotAfter are the
+	// validity (RFC 3339, UTC) of the identity certificate the issuer last
+	// gave the pod, written by the issuer in one patch after it signs, so
+	// the gateway can show when a pod's identity expires. Never the
+	// certificate itself.
+	AnnotationIdentityNotBefore = "trellis.dev/identity-not-before"
+	AnnotationIdentityNotAfter  = "trellis.dev/identity-not-after"
 )
 
 // ConditionRegistered is the pod readiness gate of every workload that

@@ -91,11 +91,18 @@ type Workload struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	// Image is the template's container images, comma separated.
 	Image string `json:"image,omitempty"`
+	// LastEvent is the workload's most recent event, in a list answered
+	// to a caller who may list events in the namespace (nil otherwise, and
+	// in watch events).
+	LastEvent *Event `json:"lastEvent,omitempty"`
 }
 
 // WorkloadList is the answer of RouteList.
 type WorkloadList struct {
 	Items []Workload `json:"items"`
+	// EventsHidden is why the items carry no last event: the caller may
+	// not list events in the namespace (the refusal, as the API words it).
+	EventsHidden string `json:"eventsHidden,omitempty"`
 }
 
 // Pod is one pod of a workload.
@@ -115,6 +122,11 @@ type Pod struct {
 	// Identity is the pod's SPIFFE ID, from its namespace and service
 	// account (the ID its certificates carry).
 	Identity string `json:"identity,omitempty"`
+	// IdentityNotBefore and IdentityNotAfter are the validity of the pod's
+	// identity certificate as the issuer last recorded it on the pod
+	// (zero until it has, or when the record does not parse).
+	IdentityNotBefore time.Time `json:"identityNotBefore,omitzero"`
+	IdentityNotAfter  time.Time `json:"identityNotAfter,omitzero"`
 }
 
 // Event is one Kubernetes event about a workload.

@@ -39,6 +39,7 @@
     cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
     cell(tr, 3, w.reason || ""); cell(tr, 4, w.image || "");
     cell(tr, 5, age(w.created));
+    if (!tr.cells[6]) { cell(tr, 6, "-"); } // the last event: on reload
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }

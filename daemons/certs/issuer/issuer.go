@@ -76,9 +76,10 @@ type Issuer struct {
 	reviews  map[[32]byte]review
 	limiters map[string]*rate.Limiter
 
-	issued  prometheus.Counter
-	refused *prometheus.CounterVec
-	latency prometheus.Histogram
+	issued       prometheus.Counter
+	refused      *prometheus.CounterVec
+	latency      prometheus.Histogram
+	recordFailed prometheus.Counter
 }
 
 type review struct {
@@ -114,6 +115,8 @@ func New(cfg Config, state *pki.State) *Issuer {
 			[]string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "trellis_cert_issuer_sign_seconds", Help: "Time to answer a sign request.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		recordFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_cert_issuer_record_failures_total",
+			Help: "Certificates issued whose expiry could not be recorded on their pod."}),
 	}
 	is.state.Store(state)
 	return is
@@ -121,7 +124,7 @@ func New(cfg Config, state *pki.State) *Issuer {
 
 // Collectors are the issuer's metrics.
 func (is *Issuer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{is.issued, is.refused, is.latency}
+	return []prometheus.Collector{is.issued, is.refused, is.latency, is.recordFailed}
 }
 
 // SetState replaces the authority (CA rotation); requests in flight finish
@@ -238,6 +241,7 @@ func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignReques
 	if err != nil {
 		return nil, err
 	}
+	is.recordValidity(ctx, pod, chain[0])
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
 	return &certsapi.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
 }
