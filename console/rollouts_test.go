@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -167,6 +168,18 @@ func TestIntegrationRollouts(t *testing.T) {
 		}
 		if after := stored(); after != before {
 			t.Fatalf("a form without the token changed the store")
+		}
+	})
+	t.Run("corrupt history still shows the rollout", func(t *testing.T) {
+		path := store.HistoryPath.Path()
+		good, err := os.ReadFile(path)
+		must(t, err)
+		must(t, os.WriteFile(path, []byte(`{"rollouts": [`), 0o600))
+		defer func() { must(t, os.WriteFile(path, good, 0o600)) }()
+		r := do(c, http.MethodGet, "/rollouts", carol, nil)
+		if r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `id="history-error"`) || !strings.Contains(r.Body, "corrupt rollout history "+path) ||
+			!strings.Contains(r.Body, "r1764330000") || strings.Contains(r.Body, `id="history"`) {
+			t.Fatalf("carol with a corrupt history: %d, want 200 with the rollout and the error naming %s:\n%s", r.StatusCode, path, r.Body)
 		}
 	})
 	t.Run("pause then resume", func(t *testing.T) {
