@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	"github.com/trellis-dev/trellis/controller/inject"
 
 	"github.com/trellis-dev/trellis/console"
@@ -51,9 +52,11 @@ var servicesGVR = schema.GroupVersionResource{Group: "workloads.trellis.dev", Ve
 
 // browserEnv is a real apiserver with RBAC, the real gateway with the
 // console mounted on HTTPS 127.0.0.1, and the oidcdev provider on
-// 127.0.0.1 with two users: alice may work in team-a, bob may not.
+// 127.0.0.1 with two users: alice may work in team-a and control AMI
+// rollouts, bob may do neither.
 type browserEnv struct {
 	cp       *cluster.ControlPlane
+	rollouts *rollout.VFSStore // the AMI rollout's state store (file://)
 	dyn      dynamic.Interface
 	console  string // https://127.0.0.1:P/console
 	provider string
@@ -97,6 +100,18 @@ func startBrowserEnv(t *testing.T) *browserEnv {
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "oidc:alice@example.com"}},
 	}, metav1.CreateOptions{})
 	must(t, err)
+	// alice may also see the AMI rollouts and pause, resume or abort them.
+	_, err = kc.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "rollout-operator"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{console.RolloutGroup}, Resources: []string{console.RolloutResource}, Verbs: []string{"get"}},
+		{APIGroups: []string{console.RolloutGroup}, Resources: []string{console.RolloutControl}, Verbs: []string{"update"}},
+	}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = kc.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rollout-operator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "rollout-operator"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "oidc:alice@example.com"}},
+	}, metav1.CreateOptions{})
+	must(t, err)
 	rq, err := kc.CoreV1().ResourceQuotas("team-a").Create(ctx, &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "compute"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("6"), corev1.ResourcePods: resource.MustParse("40")}},
@@ -126,10 +141,13 @@ func startBrowserEnv(t *testing.T) *browserEnv {
 	must(t, err)
 	store := filepath.Join(dir, "samples.jsonl")
 	writeSamples(t, store, time.Now())
+	e.rollouts, err = rollout.NewVFSStore("file://"+filepath.Join(dir, "state"), "dev.example.com")
+	must(t, err)
 	c, err := console.New(console.Config{
 		API: gw.Handler(), SessionKey: []byte(strings.Repeat("s", 32)), BasePath: console.MountPath,
 		OIDC:     &console.OIDC{Issuer: p.URL, ClientID: "trellis-console", ClientSecret: "test-client-secret", RedirectURL: e.console + "/callback"},
 		Capacity: console.StoreHistory{Path: store},
+		Access:   gw.Authorizer(), Rollouts: e.rollouts,
 	})
 	must(t, err)
 	gw.Mount(console.MountPath+"/", http.StripPrefix(console.MountPath, c))
@@ -282,4 +300,34 @@ func (e *browserEnv) event(t *testing.T, name, reason, msg string) {
 		Source: corev1.EventSource{Component: "trellis-controller"},
 	}, metav1.CreateOptions{})
 	must(t, err)
+}
+
+// pausedRollout puts a paused AMI rollout in the state store, as `trellis
+// ami pause` leaves it once its run has stopped: the control plane done,
+// the nodes group 2 of 5 replaced, no run holding it; and one finished
+// rollout in the history.
+func (e *browserEnv) pausedRollout(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	must(t, e.rollouts.Save(ctx, &rollout.State{
+		ID: "r1764330000", Cluster: "dev.example.com", Image: "ami-0123456789abcdef0", Status: rollout.StatusPaused, Budget: 2,
+		Message: "paused after the canary", Updated: now.Add(-time.Minute), Started: now.Add(-20 * time.Minute),
+		Groups: map[string]*rollout.GroupProgress{
+			"control-plane": {Name: "control-plane", Strategy: rollout.Strategy{MaxSurge: 1}, Old: []string{"i-c1"}, Replaced: []string{"i-c1"}, Done: true},
+			"nodes": {Name: "nodes", Strategy: rollout.Strategy{MaxSurge: 2, Canary: true, Phase: 1},
+				Old: []string{"i-1", "i-2", "i-3", "i-4", "i-5"}, Replaced: []string{"i-1", "i-2"}},
+		},
+	}))
+	t1 := time.Unix(1763900000, 0)
+	must(t, e.rollouts.Record(ctx, rollout.Record{ID: "r1763900000", Cluster: "dev.example.com", From: "ami-0aaaaaaaaaaaaaaa0", To: "ami-0123456789abcdef0",
+		Groups: []string{"control-plane", "nodes"}, Replaced: 6, Total: 6, Started: t1, Finished: t1.Add(50 * time.Minute), Outcome: rollout.StatusDone, Run: "ops-1/4242"}))
+}
+
+// rolloutStatus is the rollout's status in the state store.
+func (e *browserEnv) rolloutStatus(t *testing.T) rollout.Status {
+	t.Helper()
+	st, err := e.rollouts.Load(context.Background())
+	must(t, err)
+	return st.Status
 }

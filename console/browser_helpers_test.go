@@ -108,6 +108,10 @@ func (b *browser) measure(name string) {
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		deadline := time.Now().Add(20 * time.Second)
+		// Say what the page says before the step's own deadline ends it.
+		if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(deadline) {
+			deadline = dl.Add(-time.Second)
+		}
 		for {
 			got, err := chromedp.Text(chromedp.CSS(sel))(ctx, tg)
 			if err != nil {

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 )
 
 // TestIntegrationBrowser uses the console as a person would, in Debian's
@@ -18,8 +21,8 @@ import (
 // readiness, submit a refused workload and read every reason with its
 // field, fix it and submit it, see it become Ready without a reload, open
 // its page (its pod registered in ZooKeeper, with its identity, and its
-// events), see the capacity plot, and be refused as an identity RBAC does
-// not allow.
+// events), see the capacity plot, resume a paused AMI rollout after
+// confirming, and be refused as an identity RBAC does not allow.
 // Screenshots and each page's weight and first render go to the artifact
 // directory ($TRELLIS_TEST_ARTIFACTS, else a temporary one it prints).
 func TestIntegrationBrowser(t *testing.T) {
@@ -116,6 +119,35 @@ func TestIntegrationBrowser(t *testing.T) {
 	b.measure("capacity")
 	b.shot("capacity")
 
+	// A paused rollout, with its group progress and the history: alice
+	// resumes it, confirming first, and sees it Running.
+	e.pausedRollout(t)
+	b.run(chromedp.Navigate(e.console+"/rollouts"), chromedp.WaitVisible(chromedp.ID("groups")), waitText(`#status`, "Paused"))
+	groups := b.text(`#groups`)
+	for _, want := range []string{"control-plane", "1/1", "done", "nodes", "2/5", "pending"} {
+		if !strings.Contains(groups, want) {
+			t.Errorf("the rollout's groups do not say %q:\n%s", want, groups)
+		}
+	}
+	if got := b.text(`#history`); !strings.Contains(got, "r1763900000") || !strings.Contains(got, "Done") {
+		t.Errorf("the rollout history lacks the finished rollout r1763900000:\n%s", got)
+	}
+	b.measure("rollouts")
+	b.shot("rollouts")
+	b.run(chromedp.Click(chromedp.CSS(`button[value="resume"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	if got := b.text(`#status`); got != "Paused" {
+		t.Errorf("the confirmation page shows the rollout %s, want still Paused", got)
+	}
+	b.shot("rollouts-confirm")
+	// Confirmed, it is Running (the page after the redirect has the
+	// buttons again, not the confirmation), and may be paused.
+	b.run(chromedp.Click(chromedp.CSS(`#confirm button`)), chromedp.WaitVisible(chromedp.ID("controls")), waitText(`#status`, "Running"),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="pause"]`)))
+	if st := e.rolloutStatus(t); st != rollout.StatusRunning {
+		t.Errorf("the store says %s after resume, want Running", st)
+	}
+	b.shot("rollouts-resumed")
+
 	// bob is signed in but RBAC gives him nothing: no workload, no quota.
 	// Signing out ends on a page of the console.
 	b.run(chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.ID("signin")))
@@ -131,6 +163,27 @@ func TestIntegrationBrowser(t *testing.T) {
 	b.run(chromedp.Navigate(e.console+"/capacity?namespace=team-a"), chromedp.WaitVisible(chromedp.CSS(`main`)))
 	if got := b.text(`main`); !strings.Contains(got, "may not list resourcequotas") {
 		t.Errorf("bob's capacity page: %q, want a refusal", got)
+	}
+	// bob may not see the rollouts: no rollout, no button, and a POST he
+	// makes with his own session's CSRF token is refused and changes
+	// nothing.
+	b.run(chromedp.Navigate(e.console+"/rollouts"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not get amirollouts") || strings.Contains(got, "r1764330000") || strings.Contains(got, "r1763900000") {
+		t.Errorf("bob's rollouts page: %q, want a refusal and no rollout", got)
+	}
+	if eval[bool](b, `document.querySelector('button[value="resume"], button[value="pause"], button[value="abort"]') !== null`) {
+		t.Errorf("bob sees a rollout button")
+	}
+	b.shot("rollouts-refused")
+	for _, path := range []string{"/rollouts/confirm", "/rollouts/control"} {
+		code, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`fetch(location.pathname + "`+strings.TrimPrefix(path, "/rollouts")+`", {method: "POST", redirect: "manual",
+  body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value, action: "pause"})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+		if err != nil || code != http.StatusForbidden {
+			t.Errorf("bob's POST %s: %d %v, want 403", path, code, err)
+		}
+	}
+	if st := e.rolloutStatus(t); st != rollout.StatusRunning {
+		t.Errorf("the store says %s after bob's refused pause, want Running", st)
 	}
 	wb, _ := json.MarshalIndent(b.weights, "", "  ")
 	must(t, os.WriteFile(filepath.Join(out, "weights.json"), wb, 0o644))

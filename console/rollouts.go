@@ -22,11 +22,13 @@ type AccessReviewer interface {
 var _ AccessReviewer = (*gateway.Authorizer)(nil)
 
 // RolloutStore is the AMI rollout's persisted state (ami-rollout.json in
-// the kops state store); rollout.VFSStore is one. Request records a pause
-// (StatusPaused), an abort (StatusAborting) or clears a pause
-// (StatusRunning), as `trellis ami pause|abort` do.
+// the kops state store) and the history of finished rollouts beside it;
+// rollout.VFSStore is one. Request records a pause (StatusPaused), an
+// abort (StatusAborting) or clears a pause (StatusRunning), as `trellis
+// ami pause|abort` do.
 type RolloutStore interface {
 	Load(ctx context.Context) (*rollout.State, error)
+	History(ctx context.Context) ([]rollout.Record, error)
 	Request(ctx context.Context, status rollout.Status, now time.Time) (*rollout.State, error)
 }
 
@@ -61,6 +63,15 @@ type rolloutView struct {
 	Actions    []string
 	// Confirm is the action the confirmation page asks about.
 	Confirm, Says string
+	// History are the finished rollouts, newest first; HistoryError why
+	// they could not be read (the current rollout is still shown).
+	History      []historyRow
+	HistoryError string
+}
+
+type historyRow struct {
+	rollout.Record
+	Took time.Duration
 }
 
 type groupRow struct {
@@ -117,6 +128,17 @@ func (c *Console) rolloutView(r *http.Request, s *Session, p *page) (rolloutView
 	if err != nil {
 		p.Message = err.Error()
 		return v, http.StatusBadGateway
+	}
+	hist, err := c.cfg.Rollouts.History(r.Context())
+	if err != nil {
+		v.HistoryError = err.Error()
+	}
+	for _, rec := range hist {
+		row := historyRow{Record: rec}
+		if !rec.Started.IsZero() && rec.Finished.After(rec.Started) {
+			row.Took = rec.Finished.Sub(rec.Started).Round(time.Second)
+		}
+		v.History = append(v.History, row)
 	}
 	if st == nil {
 		return v, http.StatusOK

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,6 +42,19 @@ func rolloutState() *rollout.State {
 	}
 }
 
+// pastRollouts are two finished rollouts, recorded oldest first: an
+// upgrade's relaunch aborted by a request, then an AMI rollout done.
+func pastRollouts() []rollout.Record {
+	t0 := time.Unix(1763000000, 0)
+	t1 := time.Unix(1763900000, 0)
+	return []rollout.Record{
+		{ID: "r1763000000", Cluster: "dev.example.com", Reason: "upgrade to v1.36.1", Groups: []string{"nodes"}, Replaced: 2, Total: 5,
+			Started: t0, Finished: t0.Add(20 * time.Minute), Outcome: rollout.StatusAborted, Run: "abort request (last run ops-2/77)"},
+		{ID: "r1763900000", Cluster: "dev.example.com", From: "ami-0aaaaaaaaaaaaaaa0", To: "ami-0bbbbbbbbbbbbbbb0", Groups: []string{"control-plane", "nodes"},
+			Replaced: 6, Total: 6, Started: t1, Finished: t1.Add(50 * time.Minute), Outcome: rollout.StatusDone, Run: "ops-1/4242"},
+	}
+}
+
 // TestIntegrationRollouts runs the rollouts page on a real apiserver's
 // RBAC: carol may get amirollouts, dave may also update
 // amirollouts/control, bob may do neither.
@@ -64,6 +78,9 @@ func TestIntegrationRollouts(t *testing.T) {
 	store, err := rollout.NewVFSStore("file://"+t.TempDir(), "dev.example.com")
 	must(t, err)
 	must(t, store.Save(ctx, rolloutState()))
+	for _, rec := range pastRollouts() {
+		must(t, store.Record(ctx, rec))
+	}
 	stored := func() string {
 		st, err := store.Load(ctx)
 		must(t, err)
@@ -90,6 +107,11 @@ func TestIntegrationRollouts(t *testing.T) {
 		if r.StatusCode != http.StatusForbidden || strings.Contains(r.Body, "r1764330000") || !strings.Contains(r.Body, "may not get amirollouts") {
 			t.Fatalf("bob: %d, want 403 with the reason and no rollout:\n%s", r.StatusCode, r.Body)
 		}
+		for _, leak := range []string{"r1763900000", "r1763000000", "ami-0aaaaaaaaaaaaaaa0", `id="history"`} {
+			if strings.Contains(r.Body, leak) {
+				t.Fatalf("bob's refusal shows the history (%s):\n%s", leak, r.Body)
+			}
+		}
 		goldenPage("rollouts-refused", bobTok, r)
 	})
 	t.Run("viewer without control sees no buttons", func(t *testing.T) {
@@ -98,6 +120,19 @@ func TestIntegrationRollouts(t *testing.T) {
 			if r.StatusCode != http.StatusOK || !strings.Contains(r.Body, want) {
 				t.Fatalf("carol: %d, want 200 with %q:\n%s", r.StatusCode, want, r.Body)
 			}
+		}
+		history := regexp.MustCompile(`(?s)<table id="history">.*?</table>`).FindString(r.Body)
+		for _, want := range []string{
+			"<caption>Finished rollouts, newest first",
+			`<tr id="h-r1763900000"><td>r1763900000</td><td>Done</td><td>ami-0aaaaaaaaaaaaaaa0 &rarr; ami-0bbbbbbbbbbbbbbb0</td><td>control-plane, nodes</td><td>6/6</td><td>2025-11-23 12:13Z</td><td>2025-11-23 13:03Z (took 50m0s)</td><td>ops-1/4242</td></tr>`,
+			`<tr id="h-r1763000000"><td>r1763000000</td><td>Aborted</td><td>upgrade to v1.36.1</td><td>nodes</td><td>2/5</td>`,
+		} {
+			if !strings.Contains(history, want) {
+				t.Fatalf("carol: the history table lacks %s:\n%s", want, history)
+			}
+		}
+		if strings.Index(r.Body, `id="history"`) < strings.Index(r.Body, `id="groups"`) {
+			t.Errorf("the history comes before the current rollout")
 		}
 		if strings.Contains(r.Body, "/rollouts/confirm") || strings.Contains(r.Body, `id="controls"`) {
 			t.Fatalf("carol may not control the rollout but sees its buttons:\n%s", r.Body)
@@ -133,6 +168,18 @@ func TestIntegrationRollouts(t *testing.T) {
 		}
 		if after := stored(); after != before {
 			t.Fatalf("a form without the token changed the store")
+		}
+	})
+	t.Run("corrupt history still shows the rollout", func(t *testing.T) {
+		path := store.HistoryPath.Path()
+		good, err := os.ReadFile(path)
+		must(t, err)
+		must(t, os.WriteFile(path, []byte(`{"rollouts": [`), 0o600))
+		defer func() { must(t, os.WriteFile(path, good, 0o600)) }()
+		r := do(c, http.MethodGet, "/rollouts", carol, nil)
+		if r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `id="history-error"`) || !strings.Contains(r.Body, "corrupt rollout history "+path) ||
+			!strings.Contains(r.Body, "r1764330000") || strings.Contains(r.Body, `id="history"`) {
+			t.Fatalf("carol with a corrupt history: %d, want 200 with the rollout and the error naming %s:\n%s", r.StatusCode, path, r.Body)
 		}
 	})
 	t.Run("pause then resume", func(t *testing.T) {

@@ -130,7 +130,7 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		if r.opts.Image == "" && !r.opts.Relaunch {
 			return nil, ErrNoRollout
 		}
-		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Reason: r.opts.Reason, Status: StatusRunning, Groups: map[string]*GroupProgress{}}
+		st = &State{ID: fmt.Sprintf("r%d", now.Unix()), Cluster: clusterName, Image: r.opts.Image, Reason: r.opts.Reason, Status: StatusRunning, Groups: map[string]*GroupProgress{}, Started: now}
 		budget := r.opts.Budget
 		for name, s := range r.opts.Groups {
 			if err := s.Validate(); err != nil {
@@ -161,7 +161,10 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 	}
 	r.state = st
 	if st.Status == StatusAborted {
-		return st, r.save(ctx)
+		// The history first: a run killed between the two writes
+		// records the rollout again, in place of the first record.
+		herr := record(ctx, r.store, st, now, r.opts.Owner)
+		return st, errors.Join(herr, r.save(ctx))
 	}
 	if err := r.save(ctx); err != nil {
 		return nil, err
@@ -195,15 +198,16 @@ func (r *Roller) Start(ctx context.Context, clusterName string) (*State, error) 
 		}
 	}
 	st.Lock = Lock{}
+	herr := record(ctx, r.store, st, r.opts.Clock.Now(), r.opts.Owner)
 	if serr := r.saveLocked(ctx); serr != nil {
-		return st, errors.Join(err, serr)
+		return st, errors.Join(err, herr, serr)
 	}
 	done, total := st.replaced()
 	r.progress.printf("rollout %s %s: %d/%d nodes replaced", st.ID, st.Status, done, total)
 	if errors.Is(err, ErrStopped) {
-		return st, nil
+		err = nil
 	}
-	return st, err
+	return st, errors.Join(err, herr)
 }
 
 // phases rolls the groups phase by phase, the groups of one phase in
@@ -618,7 +622,14 @@ func Request(ctx context.Context, store Store, status Status, now time.Time) (*S
 	}
 	st.Status = status
 	if status == StatusAborting && !st.Held(now) {
+		run := "abort request"
+		if st.Lock.Owner != "" {
+			run += " (last run " + st.Lock.Owner + ")"
+		}
 		st.Status, st.Lock = StatusAborted, Lock{}
+		if err := record(ctx, store, st, now, run); err != nil {
+			return st, errors.Join(err, store.Save(ctx, st))
+		}
 	}
 	return st, store.Save(ctx, st)
 }

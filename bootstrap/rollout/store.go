@@ -14,8 +14,9 @@ import (
 var jsonMarshal = json.Marshal
 
 // VFSStore keeps the state in the kops state store, beside the cluster:
-// <state>/<cluster>/trellis/ami-rollout.json.
-type VFSStore struct{ Path vfs.Path }
+// <state>/<cluster>/trellis/ami-rollout.json, and the history of finished
+// rollouts beside it in ami-rollout-history.json.
+type VFSStore struct{ Path, HistoryPath vfs.Path }
 
 // NewVFSStore opens the state of cluster in the state store at url.
 func NewVFSStore(url, cluster string) (*VFSStore, error) {
@@ -23,7 +24,8 @@ func NewVFSStore(url, cluster string) (*VFSStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to open state store %s: %w", url, err)
 	}
-	return &VFSStore{Path: base.Join(cluster, "trellis", "ami-rollout.json")}, nil
+	dir := base.Join(cluster, "trellis")
+	return &VFSStore{Path: dir.Join("ami-rollout.json"), HistoryPath: dir.Join("ami-rollout-history.json")}, nil
 }
 
 // Load reads the state; (nil, nil) when there is none.

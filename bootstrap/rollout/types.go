@@ -170,6 +170,9 @@ type State struct {
 	Groups  map[string]*GroupProgress `json:"groups"`
 	Lock    Lock                      `json:"lock"`
 	Updated time.Time                 `json:"updated"`
+	// Started is when the rollout began (absent in states written before
+	// it was recorded: the history then takes the first group's start).
+	Started time.Time `json:"started,omitzero"`
 }
 
 // Lock is held by the run making progress.
