@@ -114,8 +114,15 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// Its page lists its pods.
 	b.run(20*time.Second, chromedp.Click(chromedp.CSS(row+` a`)), chromedp.WaitVisible(chromedp.ID("pods")))
-	if got := b.text(`#pods`); !strings.Contains(got, name+"-") {
-		t.Errorf("the workload page lists no pod of %s:\n%s", name, got)
+	// The pod's identity certificate expiry, which the issuer records on
+	// the pod, may take a moment after Ready (the sidecar's first CSR).
+	got := b.text(`#pods`)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(got, "expires in ") && time.Now().Before(deadline); got = b.text(`#pods`) {
+		time.Sleep(2 * time.Second)
+		b.run(20*time.Second, chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("pods")))
+	}
+	if !strings.Contains(got, name+"-") || !strings.Contains(got, "expires in ") {
+		t.Errorf("the workload page lists no pod of %s with its identity's expiry:\n%s", name, got)
 	}
 	detail, _ := chromedp.Run(bctx, chromedp.Location())
 	b.shot("workload")
