@@ -79,12 +79,9 @@ const Registry = "registry.trellis.dev/trellis"
 // Render renders the definition's addons, in dependency order (an addon's
 // dependencies that the definition does not list are skipped: a cluster
 // may bring its own, e.g. ZooKeeper outside the cluster). An addon's
-// .Addon values come from the lifecycle that serves it (none given:
-// DefaultLifecycles).
+// .Addon values come from the lifecycle that serves it, among those the
+// caller passes (the bundle's: the builder of the bundle knows them).
 func Render(def *definition.ClusterDefinition, lifecycles ...Lifecycle) ([]Rendered, error) {
-	if len(lifecycles) == 0 {
-		lifecycles = DefaultLifecycles()
-	}
 	order, err := Order(def)
 	if err != nil {
 		return nil, err

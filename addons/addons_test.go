@@ -1,20 +1,16 @@
 package addons
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
-	"github.com/trellis-dev/trellis/internal/testutil/golden"
 )
 
 func load(t *testing.T, name string) *definition.ClusterDefinition {
@@ -43,43 +39,6 @@ func TestIndexFlowSchemas(t *testing.T) {
 		if !slices.Equal(got, r.Addon.FlowSchemas) {
 			t.Errorf("addon %s ships FlowSchemas %v, config/manifests/index.yaml names %v", r.Addon.Name, got, r.Addon.FlowSchemas)
 		}
-	}
-}
-
-// TestRenderGolden renders every cluster's bundle: the same templates for
-// kind and AWS, only the values differ. CRD bodies are config/crd's own
-// golden-checked files, so they are listed by name here. local-fleet is
-// what `trellis local up --fleet` renders: the fleet's API with one
-// member.
-func TestRenderGolden(t *testing.T) {
-	for _, name := range []string{"local", "local-fleet", "prod-us-east-1", "staging-us-west-2", "fleet-us-east-1"} {
-		t.Run(name, func(t *testing.T) {
-			def := load(t, strings.TrimSuffix(name, "-fleet"))
-			if strings.HasSuffix(name, "-fleet") {
-				def.Addons = append(def.Addons, definition.Addon{Name: KarmadaAPIServerAddon}, definition.Addon{Name: KarmadaAddon})
-			}
-			rendered, err := Render(def)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			for _, r := range rendered {
-				fmt.Fprintf(&out, "# addon %s %s\n", r.Addon.Name, r.Addon.Version)
-				for _, o := range r.Objects {
-					if o.GetKind() == "CustomResourceDefinition" {
-						fmt.Fprintf(&out, "# CustomResourceDefinition %s (config/crd)\n", o.GetName())
-						continue
-					}
-					b, err := yaml.Marshal(o.Object)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out.WriteString("---\n")
-					out.Write(b)
-				}
-			}
-			golden.Assert(t, filepath.Join("../clusters/expected", name+".addons.yaml"), out.Bytes())
-		})
 	}
 }
 

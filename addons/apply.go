@@ -47,8 +47,8 @@ type Applier struct {
 	Force bool
 	// Clock dates the certificates the applier mints (default: real).
 	Clock clock.PassiveClock
-	// Lifecycles are called before and after the addons are applied
-	// (nil: DefaultLifecycles).
+	// Lifecycles are called before and after the addons are applied: those
+	// of the addons rendered (see Lifecycle).
 	Lifecycles []Lifecycle
 }
 
@@ -140,12 +140,12 @@ func (a *Applier) pending(record *corev1.ConfigMap, r Rendered) bool {
 	return a.Force || record.Data[r.Addon.Name] != recordKey(r)
 }
 
-// clock is the applier's clock (default: real).
-func (a *Applier) clock() clock.PassiveClock {
+// Now is the time on the applier's clock (default: real).
+func (a *Applier) Now() time.Time {
 	if a.Clock == nil {
-		return clock.RealClock{}
+		return time.Now()
 	}
-	return a.Clock
+	return a.Clock.Now()
 }
 
 func (a *Applier) ensureNamespace(ctx context.Context) error {
@@ -225,7 +225,7 @@ func (a *Applier) applyAddon(ctx context.Context, r Rendered) error {
 // waitReady waits for the addon's Deployments, DaemonSets and StatefulSets.
 func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructured) error {
 	var why string
-	timedOut, err := a.poll(ctx, func() (bool, error) {
+	timedOut, err := a.Poll(ctx, func() (bool, error) {
 		for _, o := range objs {
 			ns := o.GetNamespace()
 			switch o.GetKind() {
@@ -272,12 +272,12 @@ func (a *Applier) waitReady(ctx context.Context, objs []*unstructured.Unstructur
 	return err
 }
 
-// poll checks cond every second, from now, until it holds or fails, for
+// Poll checks cond every second, from now, until it holds or fails, for
 // up to a.Wait; timedOut: it never held (or ctx ended first). The checks
 // read with the caller's context, not the poll's: the poll's deadline
 // would fail the last round's reads, and a caller would then report the
 // failed read instead of what was not ready.
-func (a *Applier) poll(ctx context.Context, cond func() (bool, error)) (timedOut bool, err error) {
+func (a *Applier) Poll(ctx context.Context, cond func() (bool, error)) (timedOut bool, err error) {
 	err = wait.PollUntilContextTimeout(ctx, time.Second, a.Wait, true, func(context.Context) (bool, error) { return cond() })
 	if err != nil && (wait.Interrupted(err) || ctx.Err() != nil) {
 		return true, nil

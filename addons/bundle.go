@@ -30,12 +30,14 @@ type ApplyOptions struct {
 	Force bool
 	// Clock dates the CAs minted for the issuer (default: the real clock).
 	Clock clock.PassiveClock
+	// Lifecycles are those of the bundle's addons (see Lifecycle).
+	Lifecycles []Lifecycle
 }
 
 // Apply renders the definition's bundle and applies it to the cluster in
 // dependency order, seeding the issuer's CA (see IssuerCA).
 func Apply(ctx context.Context, def *definition.ClusterDefinition, o ApplyOptions) ([]Result, error) {
-	rendered, err := Render(def)
+	rendered, err := Render(def, o.Lifecycles...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func Apply(ctx context.Context, def *definition.ClusterDefinition, o ApplyOption
 	if err != nil {
 		return nil, err
 	}
-	a.Force, a.Wait, a.Clock = o.Force, o.Wait, o.Clock
+	a.Force, a.Wait, a.Clock, a.Lifecycles = o.Force, o.Wait, o.Clock, o.Lifecycles
 	if a.CA, err = IssuerCA(ctx, def, o.StateStore, o.Clock); err != nil {
 		return nil, err
 	}

@@ -27,13 +27,8 @@ type Lifecycle interface {
 	Finish(ctx context.Context, a *Applier) ([]Result, error)
 }
 
-// lifecycles is the applier's lifecycles (default: DefaultLifecycles).
-func (a *Applier) lifecycles() []Lifecycle {
-	if a.Lifecycles == nil {
-		return DefaultLifecycles()
-	}
-	return a.Lifecycles
-}
+// lifecycles is the applier's lifecycles.
+func (a *Applier) lifecycles() []Lifecycle { return a.Lifecycles }
 
 // valuesFor is the .Addon values of addon name, from the lifecycle that
 // serves it (nil: none does).
@@ -44,9 +39,4 @@ func valuesFor(lcs []Lifecycle, def *definition.ClusterDefinition, name string) 
 		}
 	}
 	return nil
-}
-
-// rendersAny says whether rendered holds one of names.
-func rendersAny(rendered []Rendered, names []string) bool {
-	return slices.ContainsFunc(rendered, func(r Rendered) bool { return slices.Contains(names, r.Addon.Name) })
 }

@@ -118,6 +118,11 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 	c.Spec.ConfigStore.Base = base.Path()
 	// Trellis nodes are reached through SSM, not SSH keys.
 	c.Spec.SSHKeyName = new("")
+	if opts.SpecsOnly && opts.Cloud == nil {
+		// No credentials and nothing standing in for AWS: the checks that
+		// populate the spec from a cloud are left to the plan that has one.
+		return &Prepared{Spec: spec, Clientset: cs}, nil
+	}
 	cloud := opts.Cloud
 	if cloud == nil {
 		if cloud, err = cloudup.BuildCloud(c); err != nil {

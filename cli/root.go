@@ -34,8 +34,14 @@ const (
 	ExitInvalid = 2
 )
 
+// Options are what a process wires into the command tree beyond its
+// streams (the product binary: none).
+type Options struct {
+	Cluster cluster.Options
+}
+
 // NewCommand returns the root command.
-func NewCommand(s Streams) *cobra.Command {
+func NewCommand(s Streams, o Options) *cobra.Command {
 	var verbosity int
 	cmd := &cobra.Command{
 		Use:           "trellis",
@@ -50,13 +56,18 @@ func NewCommand(s Streams) *cobra.Command {
 	cmd.SetOut(s.Out)
 	cmd.SetErr(s.Err)
 	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (kops and client logs appear from 1)")
-	cmd.AddCommand(cluster.NewCommand(s), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s), fleetcmd.NewCommand(s), submit.NewCommand(s), workloads.NewCommand(s))
+	cmd.AddCommand(cluster.NewCommand(s, o.Cluster), ami.NewCommand(s), addonscmd.NewCommand(s), etcdcmd.NewCommand(s), quotacmd.NewCommand(s), zkcmd.NewCommand(s), localcmd.NewCommand(s), fleetcmd.NewCommand(s), submit.NewCommand(s), workloads.NewCommand(s))
 	return cmd
 }
 
 // Main runs the command line and returns the process exit code.
 func Main(ctx context.Context, args []string, s Streams) int {
-	cmd := NewCommand(s)
+	return MainWith(ctx, args, s, Options{})
+}
+
+// MainWith is Main with what a test build wires in (a fake cloud).
+func MainWith(ctx context.Context, args []string, s Streams, o Options) int {
+	cmd := NewCommand(s, o)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

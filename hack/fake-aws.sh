@@ -11,6 +11,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "${root}/hack/lib/versions.sh"
 trellis="${root}/bin/trellis"
+# The create runs the test build with kops's AWS fake wired in (--fake-aws):
+# the product binary links no fake.
+trellis_fake="${root}/bin/trellis-fakeaws"
 work="${TRELLIS_LOCAL_DIR:-${root}/_output/local}"
 bin=$("${root}/hack/build-k8s.sh")
 mkdir -p "${work}"
@@ -23,7 +26,8 @@ done
 state="file://${work}/state"
 rm -rf "${work}/state"
 echo "==> Creating prod-us-east-1 in ${state} against kops's AWS fake"
-"${trellis}" cluster create -f "${root}/clusters/prod-us-east-1.yaml" --state "${state}" --fake-aws --yes >"${work}/create.log"
+go build -o "${trellis_fake}" "${root}/test/cmd/trellis-fakeaws"
+"${trellis_fake}" cluster create -f "${root}/clusters/prod-us-east-1.yaml" --state "${state}" --fake-aws --yes >"${work}/create.log"
 tail -n 1 "${work}/create.log" | sed 's/^/    /'
 
 cpdir="${work}/controlplane"

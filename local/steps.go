@@ -12,6 +12,7 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	karmadaaddon "github.com/trellis-dev/trellis/fleet/karmada/addon"
 	"github.com/trellis-dev/trellis/internal/fsync"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 	"github.com/trellis-dev/trellis/local/nodeimage"
@@ -31,10 +32,14 @@ func (u *up) steps() []Step {
 	}
 }
 
+// lifecycles are the bundle's addon lifecycles, which Render and the
+// applier call: the fleet control plane's.
+func lifecycles() []addons.Lifecycle { return []addons.Lifecycle{karmadaaddon.Lifecycle{}} }
+
 // FleetAddons are the addons of the fleet's control plane (Options.Fleet),
 // at the bundle's versions.
 func FleetAddons() []definition.Addon {
-	return []definition.Addon{{Name: addons.KarmadaAPIServerAddon}, {Name: addons.KarmadaAddon}}
+	return []definition.Addon{{Name: karmadaaddon.KarmadaAPIServerAddon}, {Name: karmadaaddon.KarmadaAddon}}
 }
 
 // fleetKubeconfig writes the fleet's admin kubeconfig (to the pod's
@@ -43,14 +48,14 @@ func (u *up) fleetKubeconfig(ctx context.Context) error {
 	if !u.o.Fleet {
 		return nil
 	}
-	s, err := u.client.CoreV1().Secrets(addons.Namespace).Get(ctx, addons.KarmadaSecret, metav1.GetOptions{})
+	s, err := u.client.CoreV1().Secrets(addons.Namespace).Get(ctx, karmadaaddon.KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("the fleet's credentials: %w", err)
 	}
-	if err := fsync.WriteFile(u.o.FleetKubeconfig, s.Data[addons.KarmadaLocalKubeconfig], 0o600); err != nil {
+	if err := fsync.WriteFile(u.o.FleetKubeconfig, s.Data[karmadaaddon.KarmadaLocalKubeconfig], 0o600); err != nil {
 		return err
 	}
-	u.o.Log.Info("wrote the fleet's kubeconfig", "path", u.o.FleetKubeconfig, "reach", "kubectl -n "+addons.Namespace+" port-forward svc/"+addons.KarmadaService+" 5443")
+	u.o.Log.Info("wrote the fleet's kubeconfig", "path", u.o.FleetKubeconfig, "reach", "kubectl -n "+addons.Namespace+" port-forward svc/"+karmadaaddon.KarmadaService+" 5443")
 	return nil
 }
 
@@ -150,7 +155,7 @@ func (u *up) loadImages(ctx context.Context) error {
 
 // applyAddons applies the addon bundle, each addon waiting up to Wait.
 func (u *up) applyAddons(ctx context.Context) error {
-	res, err := addons.Apply(ctx, u.def, addons.ApplyOptions{Config: u.rest, Out: u.o.Out, Wait: u.o.Wait, Clock: u.o.Clock})
+	res, err := addons.Apply(ctx, u.def, addons.ApplyOptions{Config: u.rest, Out: u.o.Out, Wait: u.o.Wait, Clock: u.o.Clock, Lifecycles: lifecycles()})
 	if u.o.Out != nil {
 		for _, r := range res {
 			if r.Action == "unchanged" {

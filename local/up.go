@@ -124,7 +124,7 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) (*Res
 		}
 	}
 	// Rendering checks the bundle before anything is built or created.
-	rendered, err := addons.Render(def)
+	rendered, err := addons.Render(def, lifecycles()...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/daemons/zkregistrar"
+	karmadaaddon "github.com/trellis-dev/trellis/fleet/karmada/addon"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/procstat"
 	"github.com/trellis-dev/trellis/internal/serverset"
@@ -605,7 +606,8 @@ func etcdDBSize(etcdURL string) (int64, error) {
 // applyAddon applies one addon of the definition's bundle with the bundle's
 // own applier.
 func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definition.Loaded, name string) error {
-	rendered, err := addons.Render(def.ClusterDefinition)
+	lifecycles := []addons.Lifecycle{karmadaaddon.Lifecycle{}}
+	rendered, err := addons.Render(def.ClusterDefinition, lifecycles...)
 	if err != nil {
 		return err
 	}
@@ -617,6 +619,7 @@ func applyAddon(ctx context.Context, cp *controlplane.ControlPlane, def *definit
 		if err != nil {
 			return err
 		}
+		a.Lifecycles = lifecycles
 		_, err = a.Apply(ctx, []addons.Rendered{r})
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/kube"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
+	karmadaaddon "github.com/trellis-dev/trellis/fleet/karmada/addon"
 )
 
 // NewCommand returns `trellis addons`.
@@ -32,7 +33,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rendered, err := addons.Render(l.ClusterDefinition)
+			rendered, err := addons.Render(l.ClusterDefinition, lifecycles()...)
 			if err != nil {
 				return err
 			}
@@ -99,7 +100,7 @@ func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, state st
 		return err
 	}
 	res, err := addons.Apply(ctx, l.ClusterDefinition, addons.ApplyOptions{
-		Config: cfg, Out: s.Out, StateStore: state, Wait: wait, Force: force,
+		Config: cfg, Out: s.Out, StateStore: state, Wait: wait, Force: force, Lifecycles: lifecycles(),
 	})
 	for _, r := range res {
 		if r.Action == "unchanged" {
@@ -116,7 +117,7 @@ func applier(file, kubeconfig string, out io.Writer) (*definition.Loaded, []addo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rendered, err := addons.Render(l.ClusterDefinition)
+	rendered, err := addons.Render(l.ClusterDefinition, lifecycles()...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -128,5 +129,10 @@ func applier(file, kubeconfig string, out io.Writer) (*definition.Loaded, []addo
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	a.Lifecycles = lifecycles()
 	return l, rendered, a, nil
 }
+
+// lifecycles are the bundle's addon lifecycles, which Render and the
+// applier call: the fleet control plane's.
+func lifecycles() []addons.Lifecycle { return []addons.Lifecycle{karmadaaddon.Lifecycle{}} }

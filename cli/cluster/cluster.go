@@ -12,24 +12,37 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/spf13/cobra"
+	"k8s.io/kops/upup/pkg/fi"
 
 	"github.com/trellis-dev/trellis/bootstrap"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
-	"github.com/trellis-dev/trellis/test/fakes/fakeaws"
 )
 
 // ErrNotValid is returned when a cluster fails validation.
 var ErrNotValid = errors.New("cluster is not valid")
 
+// OfflineCloud builds a cloud that stands in for AWS for one command: a
+// test build's in-memory fake. The product binary has none.
+type OfflineCloud func(def *definition.ClusterDefinition) (fi.Cloud, error)
+
+// Options are what the process wires into `trellis cluster`.
+type Options struct {
+	// OfflineCloud, when set, adds --fake-aws (plan and apply against it)
+	// and is what a plan without AWS credentials validates against. Only
+	// test builds set it (test/cmd/trellis-fakeaws, the package's tests):
+	// no product package links a fake.
+	OfflineCloud OfflineCloud
+}
+
 // NewCommand returns `trellis cluster`.
-func NewCommand(s streams.Streams) *cobra.Command {
+func NewCommand(s streams.Streams, o Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Render, create, diff, update, upgrade, validate and delete clusters from their definitions; export kubeconfigs",
 	}
-	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s), newDiffCommand(s), newUpdateCommand(s), newUpgradeCommand(s), newValidateCommand(s), newDeleteCommand(s), newKubeconfigCommand(s))
+	cmd.AddCommand(newRenderCommand(s), newCreateCommand(s, o), newDiffCommand(s, o), newUpdateCommand(s, o), newUpgradeCommand(s, o), newValidateCommand(s), newDeleteCommand(s), newKubeconfigCommand(s))
 	return cmd
 }
 
@@ -41,14 +54,20 @@ type stateFlags struct {
 	Emulator    string
 	TaskTimeout time.Duration
 	Progress    time.Duration
+	// offline is the process's OfflineCloud (nil: no --fake-aws).
+	offline OfflineCloud
 }
+
+func newStateFlags(o Options) stateFlags { return stateFlags{offline: o.OfflineCloud} }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
 	flags.State(cmd.Flags(), &f.State, "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
-	cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
 	flags.Emulator(cmd.Flags(), &f.Emulator, "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
-	cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
+	if f.offline != nil {
+		cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
+		cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
+	}
 	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries ONE failing cloud task before the command fails and restores the state store; it bounds each task, not the command (tasks that wait on each other can each take it)")
 	cmd.Flags().DurationVar(&f.Progress, "progress-interval", 30*time.Second, "while kops retries, print each still-failing task and its last error this often")
 	_ = cmd.Flags().MarkHidden("progress-interval")
@@ -89,12 +108,13 @@ func loadAWSEnv(ctx context.Context, file, emulator string, s streams.Streams, n
 }
 
 // applyOptions prepares kops and the cloud for a definition. With --fake-aws
-// the cloud is kops's fake; otherwise it is AWS, reached with the SDK's
-// default credential chain.
+// the cloud is the offline one (a test build's fake); otherwise it is AWS,
+// reached with the SDK's default credential chain.
 //
 // Without credentials nothing is sent to AWS: with specsOnly the cloud step
-// is skipped (the definition is still validated, against the fake), otherwise
-// it is an error.
+// is skipped (the definition is still validated: against the offline cloud
+// when the process has one, else kops's checks that need no cloud),
+// otherwise it is an error.
 func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDefinition, s streams.Streams, specsOnly bool) (bootstrap.ApplyOptions, error) {
 	opts := bootstrap.ApplyOptions{StateStore: f.State, Out: s.Out, TaskTimeout: f.TaskTimeout, Progress: f.Progress}
 	if f.FakeAWS && f.Emulator != "" {
@@ -112,21 +132,20 @@ func (f *stateFlags) applyOptions(ctx context.Context, def *definition.ClusterDe
 			return opts, nil
 		}
 		if !specsOnly {
-			return opts, fmt.Errorf("%s: this command needs AWS (or --fake-aws for kops's offline fake)", why)
+			return opts, fmt.Errorf("%s: this command needs AWS (or --aws-emulator for an AWS API emulator)", why)
 		}
 		fmt.Fprintf(s.Err, "Note: %s; storing specs without a cloud plan.\n", why)
 		opts.SpecsOnly = true
+		if f.offline == nil {
+			return opts, nil
+		}
 	}
-	cloud, err := installFake(def)
+	cloud, err := f.offline(def)
 	if err != nil {
-		return opts, err
+		return opts, fmt.Errorf("failed to start the offline cloud for %s: %w", def.Name, err)
 	}
 	opts.Cloud = cloud
 	return opts, nil
-}
-
-func installFake(def *definition.ClusterDefinition) (*fakeaws.Cloud, error) {
-	return fakeaws.ForDefinition(def)
 }
 
 // haveAWSCredentials reports whether the SDK's default chain yields

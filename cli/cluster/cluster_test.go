@@ -12,7 +12,9 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/health"
 	"github.com/trellis-dev/trellis/cli"
+	clustercmd "github.com/trellis-dev/trellis/cli/cluster"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+	"github.com/trellis-dev/trellis/test/fakes/fakeaws"
 )
 
 // noAWS makes sure no test reaches AWS, whatever the machine has configured.
@@ -30,7 +32,8 @@ func noAWS(t *testing.T) {
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = cli.Main(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	code = cli.MainWith(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb},
+		cli.Options{Cluster: clustercmd.Options{OfflineCloud: fakeaws.OfflineCloud}})
 	return code, out.String(), errb.String()
 }
 
@@ -106,6 +109,29 @@ func TestRenderPrintsKopsYAML(t *testing.T) {
 	}
 	if out != string(want) {
 		t.Errorf("render output differs from clusters/expected/prod-us-east-1.kops.yaml")
+	}
+}
+
+// TestProductBuildPlansWithoutAFake: the product binary (no offline cloud
+// wired) has no --fake-aws; without credentials its plan validates the
+// definition, skips the cloud plan and writes nothing.
+func TestProductBuildPlansWithoutAFake(t *testing.T) {
+	noAWS(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	product := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.Main(context.Background(), args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+	code, out, stderr := product("cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", "file://"+dir)
+	if code != 0 || !strings.Contains(out, "cloud plan skipped (no AWS credentials). Nothing was written.") {
+		t.Fatalf("plan without credentials: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the plan wrote the state store (%v)", err)
+	}
+	if code, _, stderr := product("cluster", "create", "-f", "../../clusters/prod-us-east-1.yaml", "--state", "file://"+dir, "--fake-aws"); code == 0 || !strings.Contains(stderr, "unknown flag: --fake-aws") {
+		t.Errorf("--fake-aws in the product build: exit %d, %s", code, stderr)
 	}
 }
 

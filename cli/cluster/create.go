@@ -19,8 +19,8 @@ type createOptions struct {
 	OutDir string
 }
 
-func newCreateCommand(s streams.Streams) *cobra.Command {
-	o := &createOptions{}
+func newCreateCommand(s streams.Streams, opts Options) *cobra.Command {
+	o := &createOptions{stateFlags: newStateFlags(opts)}
 	cmd := &cobra.Command{
 		Use:   "create -f FILE --state URL [--yes]",
 		Short: "Plan a cluster from its definition; with --yes store its kops specs and apply them",
@@ -37,8 +37,8 @@ apply restores the state store as it was; the cloud resources it created stay
 (run the command again, kops adopts them, or 'trellis cluster delete').
 --target terraform --out DIR stores the specs and writes Terraform instead.
 
-Without AWS credentials (and without --fake-aws) the plan validates the
-definition only and skips the cloud plan.`,
+Without AWS credentials the plan validates the definition only and skips the
+cloud plan.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCreate(cmd, o, s)

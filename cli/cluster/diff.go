@@ -9,8 +9,9 @@ import (
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 )
 
-func newDiffCommand(s streams.Streams) *cobra.Command {
-	o := &stateFlags{}
+func newDiffCommand(s streams.Streams, opts Options) *cobra.Command {
+	f := newStateFlags(opts)
+	o := &f
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE --state URL",
 		Short: "Show field-level spec changes between a definition and the stored cluster, and the cloud plan",

@@ -89,8 +89,8 @@ service.
 The roll is kept in the state store: run the same command again after a crash
 and it resumes; 'trellis ami status|pause|resume|abort' work on it.`
 
-func newUpgradeCommand(s streams.Streams) *cobra.Command {
-	o := &rollFlags{}
+func newUpgradeCommand(s streams.Streams, opts Options) *cobra.Command {
+	o := &rollFlags{stateFlags: newStateFlags(opts)}
 	var to string
 	cmd := &cobra.Command{
 		Use:   "upgrade -f FILE --state URL --to VERSION [--yes]",
@@ -115,8 +115,8 @@ groups with their definition's maxSurge/maxUnavailable, a canary first.
 	return cmd
 }
 
-func newUpdateCommand(s streams.Streams) *cobra.Command {
-	o := &rollFlags{}
+func newUpdateCommand(s streams.Streams, opts Options) *cobra.Command {
+	o := &rollFlags{stateFlags: newStateFlags(opts)}
 	cmd := &cobra.Command{
 		Use:   "update -f FILE --state URL [--yes]",
 		Short: "Bring a cluster to its changed definition: plan, store, apply, then roll the groups whose instances changed",

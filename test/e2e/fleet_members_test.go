@@ -27,6 +27,7 @@ import (
 
 	"github.com/trellis-dev/trellis/addons"
 	bootdef "github.com/trellis-dev/trellis/bootstrap/definition"
+	karmadaaddon "github.com/trellis-dev/trellis/fleet/karmada/addon"
 )
 
 // TestFleetAPIMembers runs the fleet's API with three members on the kind
@@ -61,8 +62,8 @@ func TestFleetAPIMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def.Addons = append(def.Addons, bootdef.Addon{Name: addons.KarmadaAPIServerAddon, Values: map[string]any{bootdef.FleetReplicasValue: float64(3)}})
-	rendered, err := addons.Render(def.ClusterDefinition)
+	def.Addons = append(def.Addons, bootdef.Addon{Name: karmadaaddon.KarmadaAPIServerAddon, Values: map[string]any{bootdef.FleetReplicasValue: float64(3)}})
+	rendered, err := addons.Render(def.ClusterDefinition, karmadaaddon.Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +72,14 @@ func TestFleetAPIMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Lifecycles = []addons.Lifecycle{karmadaaddon.Lifecycle{}}
 	a.Wait = 6 * time.Minute
 	start := time.Now()
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatalf("three members: %v", err)
 	}
 	t.Logf("fleet API with 3 members applied and ready (install Job complete): %s", time.Since(start).Round(time.Second))
-	pods, err := cs.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + addons.KarmadaService})
+	pods, err := cs.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + karmadaaddon.KarmadaService})
 	if err != nil || len(pods.Items) != 3 {
 		t.Fatalf("fleet API pods: %v, %d", err, len(pods.Items))
 	}
@@ -89,13 +91,13 @@ func TestFleetAPIMembers(t *testing.T) {
 
 	// Each member's apiserver, over its own etcd member: what one writes
 	// the others read.
-	secret, err := cs.CoreV1().Secrets(addons.Namespace).Get(ctx, addons.KarmadaSecret, metav1.GetOptions{})
+	secret, err := cs.CoreV1().Secrets(addons.Namespace).Get(ctx, karmadaaddon.KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	member := func(i int) kubernetes.Interface {
-		port := portForward(t, addons.Namespace, fmt.Sprintf("%s-%d", addons.KarmadaService, i), addons.KarmadaPort)
-		kc, err := clientcmd.Load(secret.Data[addons.KarmadaLocalKubeconfig])
+		port := portForward(t, addons.Namespace, fmt.Sprintf("%s-%d", karmadaaddon.KarmadaService, i), karmadaaddon.KarmadaPort)
+		kc, err := clientcmd.Load(secret.Data[karmadaaddon.KarmadaLocalKubeconfig])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +129,7 @@ func TestFleetAPIMembers(t *testing.T) {
 	// Member 1's etcd SIGKILLed (the process, from the host): members 0
 	// and 2 take writes; member 1's container restarts on its volume and
 	// has them.
-	pid := etcdPID(t, fmt.Sprintf("%s-1", addons.KarmadaService))
+	pid := etcdPID(t, fmt.Sprintf("%s-1", karmadaaddon.KarmadaService))
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestFleetAPIMembers(t *testing.T) {
 	t.Logf("member 1's etcd killed: first write through member 0 after %s, 10 after %s; %d failed attempts %q",
 		first.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), len(failed), failed)
 	eventually(t, "member 1 Ready again after its etcd restarted", 3*time.Minute, func() (bool, string) {
-		p, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, addons.KarmadaService+"-1", metav1.GetOptions{})
+		p, err := cs.CoreV1().Pods(addons.Namespace).Get(ctx, karmadaaddon.KarmadaService+"-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -255,7 +257,7 @@ func deleteEtcdVolumes(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range 5 {
-		_ = cs.CoreV1().PersistentVolumeClaims(addons.Namespace).Delete(ctx, fmt.Sprintf("etcd-data-%s-%d", addons.KarmadaService, i), metav1.DeleteOptions{})
+		_ = cs.CoreV1().PersistentVolumeClaims(addons.Namespace).Delete(ctx, fmt.Sprintf("etcd-data-%s-%d", karmadaaddon.KarmadaService, i), metav1.DeleteOptions{})
 	}
 	_ = cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
 	eventually(t, "the fleet etcd's claims and volumes gone", 2*time.Minute, func() (bool, string) {
@@ -269,7 +271,7 @@ func deleteEtcdVolumes(t *testing.T) {
 		}
 		n := len(pvs.Items)
 		for _, c := range claims.Items {
-			if strings.HasPrefix(c.Name, "etcd-data-"+addons.KarmadaService+"-") {
+			if strings.HasPrefix(c.Name, "etcd-data-"+karmadaaddon.KarmadaService+"-") {
 				n++
 			}
 		}
@@ -286,7 +288,7 @@ func claimEtcdData(t *testing.T, rendered []addons.Rendered) {
 	t.Helper()
 	for _, r := range rendered {
 		for _, o := range r.Objects {
-			if o.GetKind() != "StatefulSet" || o.GetName() != addons.KarmadaService {
+			if o.GetKind() != "StatefulSet" || o.GetName() != karmadaaddon.KarmadaService {
 				continue
 			}
 			vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
@@ -338,7 +340,7 @@ func etcdPID(t *testing.T, pod string) int {
 // port-forward to the pod's loopback (closed when the test ends).
 func memberEtcd(t *testing.T, i int) *clientv3.Client {
 	t.Helper()
-	port := portForward(t, addons.Namespace, fmt.Sprintf("%s-%d", addons.KarmadaService, i), 2379)
+	port := portForward(t, addons.Namespace, fmt.Sprintf("%s-%d", karmadaaddon.KarmadaService, i), 2379)
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", port)}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/addons"
+	karmadaaddon "github.com/trellis-dev/trellis/fleet/karmada/addon"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -36,7 +37,7 @@ import (
 // time; every write it was told succeeded must be there after.
 func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rendered, secret *corev1.Secret, member func(int) kubernetes.Interface) {
 	ctx := context.Background()
-	name := func(i int) string { return fmt.Sprintf("%s-%d", addons.KarmadaService, i) }
+	name := func(i int) string { return fmt.Sprintf("%s-%d", karmadaaddon.KarmadaService, i) }
 	pid := etcdPID(t, name(0))
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 
 	w := startServiceWriter(t, secret)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e.trellis.dev/roll":%q}}}}}`, time.Now().UTC().Format(time.RFC3339))
-	if _, err := cs.AppsV1().StatefulSets(addons.Namespace).Patch(ctx, addons.KarmadaService, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "e2e"}); err != nil {
+	if _, err := cs.AppsV1().StatefulSets(addons.Namespace).Patch(ctx, karmadaaddon.KarmadaService, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "e2e"}); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -94,7 +95,7 @@ func rollWithMemberDown(t *testing.T, a *addons.Applier, rendered []addons.Rende
 	if n := replacedCount(res); n != 3 {
 		t.Errorf("apply results say %d members replaced, want 3", n)
 	}
-	s, err := cs.AppsV1().StatefulSets(addons.Namespace).Get(ctx, addons.KarmadaService, metav1.GetOptions{})
+	s, err := cs.AppsV1().StatefulSets(addons.Namespace).Get(ctx, karmadaaddon.KarmadaService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func watchTerminations() func() map[string]time.Duration {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			pods, err := cs.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + addons.KarmadaService})
+			pods, err := cs.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + karmadaaddon.KarmadaService})
 			if err == nil {
 				now := time.Now()
 				live := map[types.UID]bool{}
@@ -202,7 +203,7 @@ func watchTerminations() func() map[string]time.Duration {
 
 func replacedCount(res []addons.Result) int {
 	for _, r := range res {
-		if r.Addon == addons.KarmadaAPIServerAddon && r.Action == "members replaced" {
+		if r.Addon == karmadaaddon.KarmadaAPIServerAddon && r.Action == "members replaced" {
 			return r.Objects
 		}
 	}
@@ -246,11 +247,11 @@ func startServiceWriter(t *testing.T, secret *corev1.Secret) *serviceWriter {
 	if out, err := exec.Command("docker", "cp", dir, node+":"+remote).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	svc, err := cs.CoreV1().Services(addons.Namespace).Get(ctx, addons.KarmadaService, metav1.GetOptions{})
+	svc, err := cs.CoreV1().Services(addons.Namespace).Get(ctx, karmadaaddon.KarmadaService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := strings.TrimSuffix(strings.TrimPrefix(addons.KarmadaServer(), "https://"), ":"+strconv.Itoa(addons.KarmadaPort))
+	host := strings.TrimSuffix(strings.TrimPrefix(karmadaaddon.KarmadaServer(), "https://"), ":"+strconv.Itoa(karmadaaddon.KarmadaPort))
 	script := fmt.Sprintf(`[ -r %[1]s/admin.key ] || { echo "no client certificate in %[1]s" >&2; exit 1; }
 i=0; while [ ! -e %[1]s/stop ]; do
   i=$((i+1)); t=$(date +%%s.%%N)
@@ -259,7 +260,7 @@ i=0; while [ ! -e %[1]s/stop ]; do
     -d "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"roll-$i\"}}" \
     https://%[2]s:%[3]d/api/v1/namespaces/default/configmaps)
   echo "$t roll-$i $c"; sleep 0.2
-done`, remote, host, addons.KarmadaPort, svc.Spec.ClusterIP)
+done`, remote, host, karmadaaddon.KarmadaPort, svc.Spec.ClusterIP)
 	w := &serviceWriter{cmd: exec.Command("docker", "exec", node, "sh", "-c", script), out: &bytes.Buffer{}, node: node, remote: remote, done: make(chan error, 1)}
 	w.cmd.Stdout, w.cmd.Stderr = w.out, os.Stderr
 	if err := w.cmd.Start(); err != nil {

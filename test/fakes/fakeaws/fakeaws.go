@@ -25,6 +25,7 @@ import (
 	"k8s.io/kops/cloudmock/aws/mockiam"
 	"k8s.io/kops/cloudmock/aws/mockroute53"
 	"k8s.io/kops/cloudmock/aws/mocksqs"
+	"k8s.io/kops/upup/pkg/fi"
 	"k8s.io/kops/upup/pkg/fi/cloudup/awsup"
 	"k8s.io/kops/util/pkg/awsinterfaces"
 
@@ -533,4 +534,10 @@ func (m *ec2Fixes) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, optF
 	c := *in
 	c.Resources = others
 	return m.EC2API.CreateTags(ctx, &c, optFns...)
+}
+
+// OfflineCloud is ForDefinition as `trellis cluster`'s offline cloud
+// (cluster.Options.OfflineCloud) in test builds.
+func OfflineCloud(def *definition.ClusterDefinition) (fi.Cloud, error) {
+	return ForDefinition(def)
 }

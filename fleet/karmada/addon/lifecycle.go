@@ -1,29 +1,27 @@
-package addons
+package addon
 
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/bootstrap/definition"
+	"github.com/trellis-dev/trellis/fleet/karmada"
 )
 
-// DefaultLifecycles are the lifecycles of the bundle's addons.
-func DefaultLifecycles() []Lifecycle { return []Lifecycle{karmadaLifecycle{}} }
+// Lifecycle is the fleet control plane's addons.Lifecycle (addons
+// karmada-apiserver and karmada): its values, the etcd membership check,
+// its certificates, and the quorum-aware roll of its members. Whoever
+// builds the bundle passes it to addons.Render and the Applier.
+type Lifecycle struct{}
 
-// karmadaLifecycle is the fleet control plane's (addons karmada-apiserver
-// and karmada): its values, the etcd membership check, its certificates,
-// and the quorum-aware roll of its members.
-type karmadaLifecycle struct{}
+var _ addons.Lifecycle = Lifecycle{}
 
-var _ Lifecycle = karmadaLifecycle{}
-
-func (karmadaLifecycle) Addons() []string { return []string{KarmadaAPIServerAddon, KarmadaAddon} }
-
-// karmadaGOGC is fleet/karmada.DefaultGOGC (a test keeps them equal).
-const karmadaGOGC = 300
+func (Lifecycle) Addons() []string { return []string{KarmadaAPIServerAddon, KarmadaAddon} }
 
 // karmadaCPU are the fleet components' CPU requests on AWS.
 var karmadaCPU = map[string]string{
@@ -48,13 +46,13 @@ func karmadaCPUKind() map[string]string {
 //     management cluster reserves for them; on kind a token amount (the
 //     local nodes' two CPUs are taken by the cluster's own addons).
 //   - GOGC is the fleet's apiserver's and controllers' garbage collector
-//     target (fleet/karmada.DefaultGOGC: why).
+//     target (karmada.DefaultGOGC: why).
 //   - Replicas are the fleet API's pods, each an etcd member
 //     (definition.FleetReplicas); with more than one, PeerService names the
 //     members and EtcdInitialCluster lists them.
 //   - ControllerReplicas run each fleet controller (one leads, one waits)
 //     and the webhook (stateless): 2 beside a replicated API, else 1.
-func (karmadaLifecycle) Values(def *definition.ClusterDefinition) map[string]any {
+func (Lifecycle) Values(def *definition.ClusterDefinition) map[string]any {
 	replicas, controllers := def.FleetReplicas(), 1
 	if replicas > 1 {
 		controllers = 2
@@ -64,23 +62,23 @@ func (karmadaLifecycle) Values(def *definition.ClusterDefinition) map[string]any
 		cpu = karmadaCPUKind()
 	}
 	return map[string]any{
-		"EtcdClaim": def.Cloud == definition.CloudAWS, "CPU": cpu, "GOGC": karmadaGOGC,
+		"EtcdClaim": def.Cloud == definition.CloudAWS, "CPU": cpu, "GOGC": karmada.DefaultGOGC,
 		"Replicas": replicas, "PeerService": KarmadaPeerService, "EtcdInitialCluster": karmadaInitialCluster(replicas),
 		"ControllerReplicas": controllers,
 	}
 }
 
-func (karmadaLifecycle) Check(ctx context.Context, a *Applier, rendered []Rendered) error {
-	return a.checkFleetMembers(ctx, rendered)
+func (Lifecycle) Check(ctx context.Context, a *addons.Applier, rendered []addons.Rendered) error {
+	return checkFleetMembers(ctx, a, rendered)
 }
 
 // Seed creates the fleet's certificates once and renews them when due.
-func (l karmadaLifecycle) Seed(ctx context.Context, a *Applier, rendered []Rendered) error {
-	if !rendersAny(rendered, []string{KarmadaAPIServerAddon}) {
+func (l Lifecycle) Seed(ctx context.Context, a *addons.Applier, rendered []addons.Rendered) error {
+	if !slices.ContainsFunc(rendered, func(r addons.Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon }) {
 		return nil
 	}
-	now := a.clock().Now()
-	secret, err := a.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	now := a.Now()
+	secret, err := a.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		data, err := karmadaPKI(now)
 		if err != nil {
@@ -91,17 +89,17 @@ func (l karmadaLifecycle) Seed(ctx context.Context, a *Applier, rendered []Rende
 	if err != nil {
 		return fmt.Errorf("failed to read secret %s: %w", KarmadaSecret, err)
 	}
-	return a.renewFleetPKI(ctx, secret, now)
+	return renewFleetPKI(ctx, a, secret, now)
 }
 
 // Finish replaces the fleet API's members (OnDelete) after every addon: the
 // template may have changed with its addon or with a renewal of the
 // certificates, and a roll an earlier apply left unfinished goes on.
-func (karmadaLifecycle) Finish(ctx context.Context, a *Applier) ([]Result, error) {
-	rolled, err := a.rollFleetMembers(ctx)
-	var results []Result
+func (Lifecycle) Finish(ctx context.Context, a *addons.Applier) ([]addons.Result, error) {
+	rolled, err := rollFleetMembers(ctx, a)
+	var results []addons.Result
 	if len(rolled) > 0 {
-		results = append(results, Result{Addon: KarmadaAPIServerAddon, Action: "members replaced", Objects: len(rolled)})
+		results = append(results, addons.Result{Addon: KarmadaAPIServerAddon, Action: "members replaced", Objects: len(rolled)})
 	}
 	if err != nil {
 		return results, fmt.Errorf("addon %s: %w", KarmadaAPIServerAddon, err)

@@ -1,10 +1,11 @@
-package addons
+package addon
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/internal/pki"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
@@ -32,10 +35,11 @@ import (
 func TestIntegrationKarmadaAddons(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--allow-privileged=true"}})
 	ctx := context.Background()
-	a, err := NewApplier(cp.Config, nil)
+	a, err := addons.NewApplier(cp.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Lifecycles = []addons.Lifecycle{Lifecycle{}}
 	now := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 	a.Clock = testclock.NewFakePassiveClock(now)
 	// ready plays the kubelets and the StatefulSet controller this control
@@ -44,23 +48,23 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// renewal's restart only when all are).
 	ready := func(readyMembers int32) {
 		t.Helper()
-		s, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+		s, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Status.ObservedGeneration, s.Status.Replicas, s.Status.ReadyReplicas = s.Generation, *s.Spec.Replicas, readyMembers
-		if _, err := cp.Client.AppsV1().StatefulSets(Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		if _, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rendered, err := Render(load(t, "fleet-us-east-1"))
+	rendered, err := addons.Render(load(t, "fleet-us-east-1"), Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	s, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	s, err := cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 			t.Errorf("%s: %v, server %q (want %q), or not the fleet's CA and admin certificate", name, err, cfg.Host, server)
 		}
 	}
-	job, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
+	job, err := cp.Client.BatchV1().Jobs(addons.Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// controller (TestIntegrationFleetMemberRoll): an apply with a member
 	// not ready goes through, here a forced one, since applying the
 	// template restarts nothing.
-	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+	if sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 		t.Fatalf("statefulset %s: %v, want the OnDelete strategy", KarmadaService, err)
 	}
 	a.Force = true
@@ -99,7 +103,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatalf("forced apply with 2 of 3 members ready: %v", err)
 	}
-	again, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	again, err := cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +112,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 			t.Errorf("%s of %s replaced by a second apply", k, KarmadaSecret)
 		}
 	}
-	rerun, err := cp.Client.BatchV1().Jobs(Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
+	rerun, err := cp.Client.BatchV1().Jobs(addons.Namespace).Get(ctx, "karmada-install", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +120,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 		t.Error("the install Job was not replaced by a forced apply")
 	}
 	for _, name := range []string{"karmada-webhook"} {
-		d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := cp.Client.AppsV1().Deployments(addons.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,14 +141,14 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 		delete(old.Data, k)
 	}
 	old.ResourceVersion = ""
-	if _, err := cp.Client.CoreV1().Secrets(Namespace).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+	if _, err := cp.Client.CoreV1().Secrets(addons.Namespace).Update(ctx, old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a.Force = false
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil {
+	if s, err = cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := s.Annotations[KarmadaRenewedAnnotation]; ok {
@@ -170,21 +174,21 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// not ready the certificates are renewed but the fleet API is not
 	// restarted (the next apply does it, and makes it OnDelete).
 	legacy := []byte(`{"spec":{"updateStrategy":{"type":"RollingUpdate"}}}`)
-	if _, err := cp.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, KarmadaService, types.StrategicMergePatchType, legacy, metav1.PatchOptions{FieldManager: "before"}); err != nil {
+	if _, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Patch(ctx, KarmadaService, types.StrategicMergePatchType, legacy, metav1.PatchOptions{FieldManager: "before"}); err != nil {
 		t.Fatal(err)
 	}
 	ready(2)
 	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "restart after renewing the certificates: the fleet's etcd has 2 of 3 members ready") {
 		t.Fatalf("renewal with 2 of 3 members ready: %v, want the restart refused", err)
 	}
-	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != "" {
+	if sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != "" {
 		t.Fatalf("statefulset %s restarted with a member down: %v", KarmadaService, err)
 	}
 	ready(3)
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	renewed, err := cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +210,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 	stamp := renewAt.UTC().Format(time.RFC3339)
 	for _, name := range []string{"karmada-webhook", "karmada-kube-controller-manager", "karmada-scheduler", "karmada-controller-manager"} {
-		d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := cp.Client.AppsV1().Deployments(addons.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +218,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 			t.Errorf("deployment %s: %s %q, want %q (restarted)", name, KarmadaRenewedAnnotation, got, stamp)
 		}
 	}
-	sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+	sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,14 +231,14 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// A restart that did not happen (here: undone) is made by the next
 	// apply, without renewing again.
 	undo := []byte(`[{"op":"remove","path":"/spec/template/metadata/annotations/fleet.trellis.dev~1pki-renewed-at"}]`)
-	if _, err := cp.Client.AppsV1().Deployments(Namespace).Patch(ctx, "karmada-scheduler", types.JSONPatchType, undo, metav1.PatchOptions{FieldManager: renewFieldManager}); err != nil {
+	if _, err := cp.Client.AppsV1().Deployments(addons.Namespace).Patch(ctx, "karmada-scheduler", types.JSONPatchType, undo, metav1.PatchOptions{FieldManager: renewFieldManager}); err != nil {
 		t.Fatal(err)
 	}
 	a.Clock = testclock.NewFakePassiveClock(renewAt.Add(30 * time.Minute))
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := cp.Client.AppsV1().Deployments(Namespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{}); err != nil || d.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
+	if d, err := cp.Client.AppsV1().Deployments(addons.Namespace).Get(ctx, "karmada-scheduler", metav1.GetOptions{}); err != nil || d.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
 		t.Errorf("the missed restart of karmada-scheduler was not made: %v", err)
 	}
 	// The bundle's next apply keeps the restart annotation (another field
@@ -245,17 +249,17 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if _, err := a.Apply(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}
-	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+	if sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 		t.Errorf("statefulset %s made before: %v, want OnDelete once the addon is applied", KarmadaService, err)
 	}
-	after, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
+	after, err := cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(after.Data[pki.AdminCert], renewed.Data[pki.AdminCert]) {
 		t.Error("renewed again an hour later")
 	}
-	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
+	if sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || sts.Spec.Template.Annotations[KarmadaRenewedAnnotation] != stamp {
 		t.Errorf("the bundle's apply dropped the restart annotation: %v", err)
 	}
 
@@ -267,11 +271,11 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 			def.Addons[i].Values = map[string]any{"replicas": float64(1)}
 		}
 	}
-	one, err := Render(def)
+	one, err := addons.Render(def, Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	record, err := cp.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{})
+	record, err := cp.Client.CoreV1().ConfigMaps(addons.Namespace).Get(ctx, addons.RecordConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,13 +284,13 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the fleet's etcd has 3 members") || !strings.Contains(err.Error(), "values.replicas to 3") {
 		t.Fatalf("3 members -> 1: %v, want a refusal naming both and the value to set", err)
 	}
-	if sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 3 {
+	if sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 3 {
 		t.Errorf("statefulset %s after the refusal: %v", KarmadaService, err)
 	}
-	if rec, err := cp.Client.CoreV1().ConfigMaps(Namespace).Get(ctx, RecordConfigMap, metav1.GetOptions{}); err != nil || rec.ResourceVersion != record.ResourceVersion {
+	if rec, err := cp.Client.CoreV1().ConfigMaps(addons.Namespace).Get(ctx, addons.RecordConfigMap, metav1.GetOptions{}); err != nil || rec.ResourceVersion != record.ResourceVersion {
 		t.Errorf("the addon record was written by a refused apply: %v", err)
 	}
-	if sec, err := cp.Client.CoreV1().Secrets(Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil || sec.ResourceVersion != after.ResourceVersion {
+	if sec, err := cp.Client.CoreV1().Secrets(addons.Namespace).Get(ctx, KarmadaSecret, metav1.GetOptions{}); err != nil || sec.ResourceVersion != after.ResourceVersion {
 		t.Errorf("secret %s written by a refused apply (a year on, it would have renewed): %v", KarmadaSecret, err)
 	}
 
@@ -294,15 +298,15 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	// the members they hold are the count to keep. Member 0's alone
 	// refuses 3 (two new members would form a cluster of their own
 	// beside it), in a diff as in an apply; all three take 3.
-	if err := cp.Client.AppsV1().StatefulSets(Namespace).Delete(ctx, KarmadaService, metav1.DeleteOptions{}); err != nil {
+	if err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Delete(ctx, KarmadaService, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	claim := func(i int) {
 		t.Helper()
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", karmadaEtcdVolume, KarmadaService, i), Namespace: Namespace},
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", karmadaEtcdVolume, KarmadaService, i), Namespace: addons.Namespace},
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(addons.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -313,7 +317,7 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	if _, err := a.Apply(ctx, rendered); err == nil || !strings.Contains(err.Error(), "values.replicas to 1") {
 		t.Errorf("apply of 3 members over member 0's volume: %v, want refused", err)
 	}
-	if _, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err == nil {
+	if _, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err == nil {
 		t.Error("the refused apply made the StatefulSet")
 	}
 	claim(1)
@@ -323,18 +327,10 @@ func TestIntegrationKarmadaAddons(t *testing.T) {
 	}
 }
 
-// The fleet addon's garbage collector target is the one the loopback
-// fleet runs and the bench measured.
-func TestKarmadaGOGC(t *testing.T) {
-	if karmadaGOGC != karmada.DefaultGOGC {
-		t.Fatalf("addons run the fleet with GOGC=%d, fleet/karmada with %d", karmadaGOGC, karmada.DefaultGOGC)
-	}
-}
-
 // The fleet addon's containers run with the Go memory limits the loopback
 // fleet runs and the bench measured, and no others.
 func TestKarmadaGoMemLimits(t *testing.T) {
-	rendered, err := Render(load(t, "fleet-us-east-1"))
+	rendered, err := addons.Render(load(t, "fleet-us-east-1"), Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,4 +356,14 @@ func TestKarmadaGoMemLimits(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("the addon's GOMEMLIMITs %v, fleet/karmada's %v", got, want)
 	}
+}
+
+// load is a cluster definition of clusters/.
+func load(t *testing.T, name string) *definition.ClusterDefinition {
+	t.Helper()
+	l, err := definition.Load(filepath.Join("../../../clusters", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.ClusterDefinition
 }

@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trellis-dev/trellis/addons"
 )
 
 // renewFieldManager owns the restart annotation the renewal sets (the
@@ -24,7 +26,7 @@ const renewFieldManager = "trellis-pki-renewal"
 // pod template does not carry that time yet: a restart that failed is
 // made by the next apply. The update carries the Secret's
 // resourceVersion: a concurrent writer makes it fail, not lose.
-func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now time.Time) error {
+func renewFleetPKI(ctx context.Context, a *addons.Applier, secret *corev1.Secret, now time.Time) error {
 	data, renewed, added, err := renewKarmadaPKI(secret.Data, now)
 	if err != nil {
 		return fmt.Errorf("fleet control plane certificates in secret %s: %w", KarmadaSecret, err)
@@ -35,7 +37,7 @@ func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now 
 		if renewed {
 			metav1.SetMetaDataAnnotation(&secret.ObjectMeta, KarmadaRenewedAnnotation, now.UTC().Format(time.RFC3339))
 		}
-		if secret, err = a.Client.CoreV1().Secrets(Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		if secret, err = a.Client.CoreV1().Secrets(addons.Namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("failed to renew the certificates in secret %s: %w", KarmadaSecret, err)
 		}
 		if added && a.Out != nil {
@@ -46,7 +48,7 @@ func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now 
 		}
 	}
 	if at := secret.Annotations[KarmadaRenewedAnnotation]; at != "" {
-		return a.restartMounting(ctx, KarmadaSecret, at)
+		return restartMounting(ctx, a, KarmadaSecret, at)
 	}
 	return nil
 }
@@ -55,36 +57,36 @@ func (a *Applier) renewFleetPKI(ctx context.Context, secret *corev1.Secret, now 
 // namespace whose pods mount the secret and whose template does not carry
 // the renewal time at yet, as `kubectl rollout restart` does: a pod
 // template annotation.
-func (a *Applier) restartMounting(ctx context.Context, secret, at string) error {
+func restartMounting(ctx context.Context, a *addons.Applier, secret, at string) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 		"annotations": map[string]string{KarmadaRenewedAnnotation: at}}}}})
 	if err != nil {
 		return err
 	}
 	opts := metav1.PatchOptions{FieldManager: renewFieldManager}
-	deps, err := a.Client.AppsV1().Deployments(Namespace).List(ctx, metav1.ListOptions{})
+	deps, err := a.Client.AppsV1().Deployments(addons.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("failed to list deployments: %w", err)
 	}
 	for _, d := range deps.Items {
 		if mounts(d.Spec.Template.Spec, secret) && d.Spec.Template.Annotations[KarmadaRenewedAnnotation] != at {
-			if _, err := a.Client.AppsV1().Deployments(Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := a.Client.AppsV1().Deployments(addons.Namespace).Patch(ctx, d.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to restart deployment %s: %w", d.Name, err)
 			}
 		}
 	}
-	sets, err := a.Client.AppsV1().StatefulSets(Namespace).List(ctx, metav1.ListOptions{})
+	sets, err := a.Client.AppsV1().StatefulSets(addons.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("failed to list statefulsets: %w", err)
 	}
 	for _, s := range sets.Items {
 		if mounts(s.Spec.Template.Spec, secret) && s.Spec.Template.Annotations[KarmadaRenewedAnnotation] != at {
 			if s.Name == KarmadaService {
-				if err := a.checkFleetQuorum(ctx, "restart after renewing the certificates"); err != nil {
+				if err := checkFleetQuorum(ctx, a, "restart after renewing the certificates"); err != nil {
 					return err
 				}
 			}
-			if _, err := a.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := a.Client.AppsV1().StatefulSets(addons.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, patch, opts); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("failed to restart statefulset %s: %w", s.Name, err)
 			}
 		}

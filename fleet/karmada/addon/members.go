@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/trellis-dev/trellis/addons"
 )
 
 // karmadaEtcdVolume is the fleet etcd's volume claim template: member N's
@@ -25,7 +27,7 @@ const karmadaEtcdVolume = "etcd-data"
 // that kept its data), and the quorum would be lost. Growing or shrinking
 // an etcd cluster is a member add or remove at a time, which Trellis does
 // not do. It runs before anything is written.
-func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) error {
+func checkFleetMembers(ctx context.Context, a *addons.Applier, rendered []addons.Rendered) error {
 	for _, r := range rendered {
 		if r.Addon.Name != KarmadaAPIServerAddon {
 			continue
@@ -42,17 +44,17 @@ func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) er
 			return fmt.Errorf("addon %s: the fleet's etcd has %d members (%s) and the definition asks for %d: changing an etcd's membership is not supported; %s",
 				r.Addon.Name, have, where, want, keep)
 		}
-		live, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+		live, err := a.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			if have := members(live); have != want {
-				return refuse(have, "statefulset "+Namespace+"/"+KarmadaService)
+				return refuse(have, "statefulset "+addons.Namespace+"/"+KarmadaService)
 			}
 			return nil
 		case !apierrors.IsNotFound(err):
 			return fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
 		}
-		ordinals, err := a.etcdClaims(ctx)
+		ordinals, err := etcdClaims(ctx, a)
 		if err != nil {
 			return err
 		}
@@ -61,7 +63,7 @@ func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) er
 		}
 		for i, o := range ordinals {
 			if o != i || len(ordinals) != want {
-				return refuse(len(ordinals), fmt.Sprintf("the volume claims of members %v remain in %s: the data of an earlier plane", ordinals, Namespace))
+				return refuse(len(ordinals), fmt.Sprintf("the volume claims of members %v remain in %s: the data of an earlier plane", ordinals, addons.Namespace))
 			}
 		}
 	}
@@ -69,7 +71,7 @@ func (a *Applier) checkFleetMembers(ctx context.Context, rendered []Rendered) er
 }
 
 // renderedMembers is the rendered fleet API StatefulSet's replicas.
-func renderedMembers(r Rendered) (int, error) {
+func renderedMembers(r addons.Rendered) (int, error) {
 	sts, err := fleetStatefulSet(r)
 	if err != nil {
 		return 0, err
@@ -82,7 +84,7 @@ func renderedMembers(r Rendered) (int, error) {
 
 // fleetStatefulSet is the fleet API's StatefulSet as the addon r renders
 // it.
-func fleetStatefulSet(r Rendered) (*appsv1.StatefulSet, error) {
+func fleetStatefulSet(r addons.Rendered) (*appsv1.StatefulSet, error) {
 	for _, o := range r.Objects {
 		if o.GetKind() != "StatefulSet" || o.GetName() != KarmadaService {
 			continue
@@ -105,8 +107,8 @@ func members(s *appsv1.StatefulSet) int {
 }
 
 // etcdClaims are the ordinals of the fleet etcd's volume claims, sorted.
-func (a *Applier) etcdClaims(ctx context.Context) ([]int, error) {
-	claims, err := a.Client.CoreV1().PersistentVolumeClaims(Namespace).List(ctx, metav1.ListOptions{})
+func etcdClaims(ctx context.Context, a *addons.Applier) ([]int, error) {
+	claims, err := a.Client.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("failed to list volume claims: %w", err)
 	}
@@ -140,8 +142,8 @@ func ordinal(name, prefix string) (int, bool) {
 // next restart would take the quorum. An OnDelete StatefulSet restarts
 // nothing on its own (rollFleetMembers replaces its members), and one
 // member has no quorum to keep.
-func (a *Applier) checkFleetQuorum(ctx context.Context, why string) error {
-	s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+func checkFleetQuorum(ctx context.Context, a *addons.Applier, why string) error {
+	s, err := a.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/util/podutils"
 
+	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -30,13 +31,14 @@ import (
 func TestIntegrationFleetMemberRoll(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{ControllerManager: true, APIServerFlags: []string{"--allow-privileged=true"}})
 	ctx := context.Background()
-	a, err := NewApplier(cp.Config, nil)
+	a, err := addons.NewApplier(cp.Config, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Lifecycles = []addons.Lifecycle{Lifecycle{}}
 	var out strings.Builder
 	a.Out = &out
-	rendered, err := Render(load(t, "fleet-us-east-1"))
+	rendered, err := addons.Render(load(t, "fleet-us-east-1"), Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 		t.Helper()
 		out := map[string]*corev1.Pod{}
 		for i := range 3 {
-			p, err := cp.Client.CoreV1().Pods(Namespace).Get(ctx, fmt.Sprintf("%s-%d", KarmadaService, i), metav1.GetOptions{})
+			p, err := cp.Client.CoreV1().Pods(addons.Namespace).Get(ctx, fmt.Sprintf("%s-%d", KarmadaService, i), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +70,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	change := func(v string) {
 		t.Helper()
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"test.trellis.dev/change":%q}}}}}`, v)
-		if _, err := cp.Client.AppsV1().StatefulSets(Namespace).Patch(ctx, KarmadaService, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "test"}); err != nil {
+		if _, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Patch(ctx, KarmadaService, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +80,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	kubelets.down(pods()[KarmadaService+"-1"].UID)
 	waitFor(t, "member 1 down", func() bool { return !podutils.IsPodReady(pods()[KarmadaService+"-1"]) })
 	a.Wait = time.Minute
-	rolled, err := a.rollFleetMembers(ctx)
+	rolled, err := rollFleetMembers(ctx, a)
 	if err != nil {
 		t.Fatalf("roll: %v\n%s", err, out.String())
 	}
@@ -92,7 +94,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 			t.Errorf("%s deleted at %s, before %s was ready again (%s)", want[k], at.Format(time.StampMilli), want[k-1], back.Format(time.StampMilli))
 		}
 	}
-	sts, err := cp.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+	sts, err := cp.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 		}
 	}
 	t.Logf("roll with member 1 down:\n%s", out.String())
-	if rolled, err := a.rollFleetMembers(ctx); err != nil || len(rolled) != 0 {
+	if rolled, err := rollFleetMembers(ctx, a); err != nil || len(rolled) != 0 {
 		t.Fatalf("second roll replaced %v: %v", rolled, err)
 	}
 
@@ -114,11 +116,11 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	waitFor(t, "member 1 down", func() bool { return !podutils.IsPodReady(pods()[KarmadaService+"-1"]) })
 	a.Wait = 10 * time.Second
 	before := pods()
-	_, err = a.rollFleetMembers(ctx)
+	_, err = rollFleetMembers(ctx, a)
 	if err == nil || !strings.Contains(err.Error(), KarmadaService+"-1 not ready on revision") {
 		t.Fatalf("roll onto a member that stays down: %v, want it stopped at member 1", err)
 	}
-	_, err = a.rollFleetMembers(ctx)
+	_, err = rollFleetMembers(ctx, a)
 	if err == nil || !strings.Contains(err.Error(), "replacing "+KarmadaService+"-2 would leave 1 of 3 members ready, fewer than the quorum of 2 (not ready: "+KarmadaService+"-1)") {
 		t.Fatalf("roll with member 1 down on the new revision: %v, want member 2 refused", err)
 	}
@@ -129,7 +131,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	}
 	kubelets.upByName(KarmadaService + "-1")
 	a.Wait = time.Minute
-	rolled, err = a.rollFleetMembers(ctx)
+	rolled, err = rollFleetMembers(ctx, a)
 	if err != nil || fmt.Sprint(rolled) != fmt.Sprint([]string{KarmadaService + "-2", KarmadaService + "-0"}) {
 		t.Fatalf("roll after member 1 came back: %v, %v, want 2 then 0", rolled, err)
 	}
@@ -138,7 +140,7 @@ func TestIntegrationFleetMemberRoll(t *testing.T) {
 	change("3")
 	a.Wait = 0
 	out.Reset()
-	if rolled, err := a.rollFleetMembers(ctx); err != nil || len(rolled) != 0 {
+	if rolled, err := rollFleetMembers(ctx, a); err != nil || len(rolled) != 0 {
 		t.Fatalf("roll without a wait: %v, %v", rolled, err)
 	}
 	if !strings.Contains(out.String(), "only by an apply that waits") {
@@ -175,7 +177,7 @@ func startKubeletStandIn(t *testing.T, c kubernetes.Interface) *kubeletStandIn {
 }
 
 func (k *kubeletStandIn) sync(ctx context.Context, c kubernetes.Interface) {
-	pods, err := c.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + KarmadaService})
+	pods, err := c.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + KarmadaService})
 	if err != nil {
 		return
 	}
@@ -193,7 +195,7 @@ func (k *kubeletStandIn) sync(ctx context.Context, c kubernetes.Interface) {
 		}
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-		if _, err := c.CoreV1().Pods(Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err == nil && want {
+		if _, err := c.CoreV1().Pods(addons.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err == nil && want {
 			k.mu.Lock()
 			k.readySince[p.Name] = time.Now()
 			k.mu.Unlock()
@@ -229,7 +231,7 @@ type deletes struct {
 
 func watchDeletes(t *testing.T, c kubernetes.Interface) *deletes {
 	t.Helper()
-	w, err := c.CoreV1().Pods(Namespace).Watch(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + KarmadaService})
+	w, err := c.CoreV1().Pods(addons.Namespace).Watch(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + KarmadaService})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubectl/pkg/util/podutils"
+
+	"github.com/trellis-dev/trellis/addons"
 )
 
 // rollFleetMembers replaces the fleet API's members whose pods run an
@@ -26,8 +28,8 @@ import (
 // interrupted roll is taken up by the next apply (the outdated members are
 // read from the pods). Without a wait (a.Wait 0) nothing is replaced and
 // the outdated members are reported.
-func (a *Applier) rollFleetMembers(ctx context.Context) ([]string, error) {
-	s, err := a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
+func rollFleetMembers(ctx context.Context, a *addons.Applier) ([]string, error) {
+	s, err := a.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -39,17 +41,17 @@ func (a *Applier) rollFleetMembers(ctx context.Context) ([]string, error) {
 	}
 	if a.Wait <= 0 {
 		if s.Status.ObservedGeneration < s.Generation || s.Status.CurrentRevision != s.Status.UpdateRevision {
-			a.say("the fleet API's members may run an older template: they are replaced one at a time only by an apply that waits (--wait)")
+			say(a, "the fleet API's members may run an older template: they are replaced one at a time only by an apply that waits (--wait)")
 		}
 		return nil, nil
 	}
 	var rolled []string
 	for {
-		s, err := a.observedFleet(ctx)
+		s, err := observedFleet(ctx, a)
 		if err != nil {
 			return rolled, err
 		}
-		m, err := a.fleetMembers(ctx, s)
+		m, err := readFleetMembers(ctx, a, s)
 		if err != nil {
 			return rolled, err
 		}
@@ -57,22 +59,22 @@ func (a *Applier) rollFleetMembers(ctx context.Context) ([]string, error) {
 		if next == nil {
 			return rolled, nil
 		}
-		if err := a.waitQuorumWithout(ctx, s, next); err != nil {
+		if err := waitQuorumWithout(ctx, a, s, next); err != nil {
 			return rolled, err
 		}
-		start := a.clock().Now()
+		start := a.Now()
 		was := "ready"
 		if !podutils.IsPodReady(next) {
 			was = "not ready"
 		}
-		if err := a.Client.CoreV1().Pods(Namespace).Delete(ctx, next.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &next.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		if err := a.Client.CoreV1().Pods(addons.Namespace).Delete(ctx, next.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &next.UID}}); err != nil && !apierrors.IsNotFound(err) {
 			return rolled, fmt.Errorf("failed to replace fleet API member %s: %w", next.Name, err)
 		}
-		if err := a.waitReplaced(ctx, next, m.revision); err != nil {
+		if err := waitReplaced(ctx, a, next, m.revision); err != nil {
 			return rolled, err
 		}
 		rolled = append(rolled, next.Name)
-		a.say(fmt.Sprintf("replaced fleet API member %s (%s) on revision %s: ready in %s", next.Name, was, m.revision, a.clock().Since(start).Round(time.Second)))
+		say(a, fmt.Sprintf("replaced fleet API member %s (%s) on revision %s: ready in %s", next.Name, was, m.revision, a.Now().Sub(start).Round(time.Second)))
 	}
 }
 
@@ -123,11 +125,11 @@ func (m fleetMembers) readyWithout(p *corev1.Pod) (ready int, notReady []string)
 
 // observedFleet is the fleet API's StatefulSet once its controller has
 // seen its latest generation (the update revision is then the template's).
-func (a *Applier) observedFleet(ctx context.Context) (*appsv1.StatefulSet, error) {
+func observedFleet(ctx context.Context, a *addons.Applier) (*appsv1.StatefulSet, error) {
 	var s *appsv1.StatefulSet
-	timedOut, err := a.poll(ctx, func() (bool, error) {
+	timedOut, err := a.Poll(ctx, func() (bool, error) {
 		var err error
-		if s, err = a.Client.AppsV1().StatefulSets(Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil {
+		if s, err = a.Client.AppsV1().StatefulSets(addons.Namespace).Get(ctx, KarmadaService, metav1.GetOptions{}); err != nil {
 			return false, fmt.Errorf("failed to read statefulset %s: %w", KarmadaService, err)
 		}
 		return s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision != "", nil
@@ -142,13 +144,13 @@ func (a *Applier) observedFleet(ctx context.Context) (*appsv1.StatefulSet, error
 	return s, err
 }
 
-// fleetMembers reads the members' pods.
-func (a *Applier) fleetMembers(ctx context.Context, s *appsv1.StatefulSet) (fleetMembers, error) {
+// readFleetMembers reads the members' pods.
+func readFleetMembers(ctx context.Context, a *addons.Applier, s *appsv1.StatefulSet) (fleetMembers, error) {
 	sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
 	if err != nil {
 		return fleetMembers{}, fmt.Errorf("statefulset %s: %w", KarmadaService, err)
 	}
-	pods, err := a.Client.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	pods, err := a.Client.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return fleetMembers{}, fmt.Errorf("failed to list the fleet API's pods: %w", err)
 	}
@@ -165,13 +167,13 @@ func (a *Applier) fleetMembers(ctx context.Context, s *appsv1.StatefulSet) (flee
 // waitQuorumWithout waits until the members of s other than p that are
 // ready are a quorum, so that replacing p keeps one. A member that is not
 // ready is replaced at once (it holds no part of the quorum).
-func (a *Applier) waitQuorumWithout(ctx context.Context, s *appsv1.StatefulSet, p *corev1.Pod) error {
+func waitQuorumWithout(ctx context.Context, a *addons.Applier, s *appsv1.StatefulSet, p *corev1.Pod) error {
 	if !podutils.IsPodReady(p) {
 		return nil
 	}
 	var why string
-	timedOut, err := a.poll(ctx, func() (bool, error) {
-		m, err := a.fleetMembers(ctx, s)
+	timedOut, err := a.Poll(ctx, func() (bool, error) {
+		m, err := readFleetMembers(ctx, a, s)
 		if err != nil {
 			return false, err
 		}
@@ -188,10 +190,10 @@ func (a *Applier) waitQuorumWithout(ctx context.Context, s *appsv1.StatefulSet, 
 
 // waitReplaced waits for old's replacement: a pod of the same name, on
 // revision, ready.
-func (a *Applier) waitReplaced(ctx context.Context, old *corev1.Pod, revision string) error {
+func waitReplaced(ctx context.Context, a *addons.Applier, old *corev1.Pod, revision string) error {
 	why := "no pod"
-	timedOut, err := a.poll(ctx, func() (bool, error) {
-		p, err := a.Client.CoreV1().Pods(Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+	timedOut, err := a.Poll(ctx, func() (bool, error) {
+		p, err := a.Client.CoreV1().Pods(addons.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			why = "no pod yet"
@@ -228,7 +230,7 @@ func podState(p *corev1.Pod) string {
 	return strings.Join(parts, ", ")
 }
 
-func (a *Applier) say(line string) {
+func say(a *addons.Applier, line string) {
 	if a.Out != nil {
 		fmt.Fprintln(a.Out, line)
 	}

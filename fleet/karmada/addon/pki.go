@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
 
@@ -51,18 +52,18 @@ const (
 
 // KarmadaServer is the fleet apiserver's in-cluster URL.
 func KarmadaServer() string {
-	return "https://" + KarmadaService + "." + Namespace + ".svc:5443"
+	return "https://" + KarmadaService + "." + addons.Namespace + ".svc:5443"
 }
 
 // karmadaPKIOptions name the fleet control plane's certificates.
 func karmadaPKIOptions(now time.Time) pki.ControlPlaneOptions {
-	svc := KarmadaService + "." + Namespace
+	svc := KarmadaService + "." + addons.Namespace
 	return pki.ControlPlaneOptions{
 		Name:           "trellis fleet",
 		APIServerNames: []string{KarmadaService, svc, svc + ".svc", svc + ".svc.cluster.local", "localhost", "127.0.0.1"},
 		Serving: map[string][]string{
 			"aggregated": {karmadaAggregated, "localhost", "127.0.0.1"},
-			"webhook":    {"karmada-webhook." + Namespace + ".svc", "karmada-webhook." + Namespace + ".svc.cluster.local"},
+			"webhook":    {"karmada-webhook." + addons.Namespace + ".svc", "karmada-webhook." + addons.Namespace + ".svc.cluster.local"},
 		},
 		EtcdPeerNames: []string{"*." + karmadaPeerDomain(), "*." + karmadaPeerDomain() + ".cluster.local"},
 		AdminUser:     KarmadaAdmin,
@@ -72,7 +73,7 @@ func karmadaPKIOptions(now time.Time) pki.ControlPlaneOptions {
 }
 
 // karmadaPeerDomain is the domain of the etcd members' names.
-func karmadaPeerDomain() string { return KarmadaPeerService + "." + Namespace + ".svc" }
+func karmadaPeerDomain() string { return KarmadaPeerService + "." + addons.Namespace + ".svc" }
 
 // KarmadaPeerURL is etcd member i's peer URL.
 func KarmadaPeerURL(i int) string {

@@ -1,4 +1,4 @@
-package addons
+package addon
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/internal/controlplane"
 	"github.com/trellis-dev/trellis/internal/pki"
 )
@@ -41,11 +42,11 @@ func TestIntegrationFleetEtcdMembers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root: each etcd member gets its own /etc/hosts in a mount namespace (unshare)")
 	}
-	rendered, err := Render(load(t, "fleet-us-east-1"))
+	rendered, err := addons.Render(load(t, "fleet-us-east-1"), Lifecycle{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(rendered, func(r Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon })
+	i := slices.IndexFunc(rendered, func(r addons.Rendered) bool { return r.Addon.Name == KarmadaAPIServerAddon })
 	if i < 0 {
 		t.Fatalf("no addon %s rendered", KarmadaAPIServerAddon)
 	}
