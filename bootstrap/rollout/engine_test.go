@@ -206,6 +206,19 @@ func waitWaiting(t *testing.T, fc *clocktesting.FakeClock, s *started) {
 	}
 }
 
+// waitFor waits until the rollout has finished, or cond holds while at
+// least n timers wait on fc. HasWaiters alone says little: the lock's
+// renewal waits on the clock for the whole rollout.
+func waitFor(t *testing.T, fc *clocktesting.FakeClock, s *started, n int, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.finished() || (cond() && fc.Waiters() >= n), nil
+	})
+	if err != nil {
+		t.Fatalf("the rollout never waited on its clock (%d waiters, want %d)", fc.Waiters(), n)
+	}
+}
+
 func TestLockExpiresOnTheClock(t *testing.T) {
 	t.Parallel()
 	fc := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
@@ -277,7 +290,9 @@ func TestBakeTimeOnTheClock(t *testing.T) {
 	s := start(context.Background(), r)
 	replacedNow := func() int { mu.Lock(); defer mu.Unlock(); return replaced }
 	for batch := 1; batch <= 2; batch++ {
-		waitWaiting(t, fc, s)
+		// The lock's renewal always waits on the clock too: the bake is
+		// waiting once the batch is recorded and a second waiter is there.
+		waitFor(t, fc, s, 2, func() bool { return replacedNow() == batch })
 		fc.Step(10*time.Minute - time.Second)
 		if s.finished() || replacedNow() != batch {
 			t.Fatalf("batch %d: %d replaced (finished %v) before the bake time was up", batch, replacedNow(), s.finished())
