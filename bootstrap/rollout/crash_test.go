@@ -137,6 +137,7 @@ func (e *env) refusedWhileLocked(run int, clockOf time.Duration) {
 type childRun struct {
 	cmd    *exec.Cmd
 	locked chan struct{} // closed once it wrote the state the first time
+	read   chan struct{} // closed once its output is read to the end
 	done   chan struct{}
 	began  time.Time
 	took   time.Duration
@@ -160,11 +161,12 @@ func (e *env) child(c childConfig) *childRun {
 		e.t.Fatal(err)
 	}
 	cmd.Stdout = cmd.Stderr
-	r := &childRun{cmd: cmd, locked: make(chan struct{}), done: make(chan struct{}), began: time.Now()}
+	r := &childRun{cmd: cmd, locked: make(chan struct{}), read: make(chan struct{}), done: make(chan struct{}), began: time.Now()}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	go func() {
+		defer close(r.read)
 		s := bufio.NewScanner(out)
 		var once sync.Once
 		for s.Scan() {
@@ -179,10 +181,12 @@ func (e *env) child(c childConfig) *childRun {
 	return r
 }
 
-// wait reaps the child: killed says it died of SIGKILL.
+// wait reaps the child: killed says it died of SIGKILL. Its output is
+// read to the end first: Wait closes the pipe, and a loaded machine would
+// otherwise lose the last lines (the kill point's marker).
 func (r *childRun) wait(timeout time.Duration) (killed bool, err error) {
 	errc := make(chan error, 1)
-	go func() { errc <- r.cmd.Wait() }()
+	go func() { <-r.read; errc <- r.cmd.Wait() }()
 	select {
 	case err = <-errc:
 	case <-time.After(timeout):
