@@ -167,7 +167,9 @@ func addonsReady(ctx context.Context) (bool, string) {
 			notReady = append(notReady, fmt.Sprintf("statefulset %s %d/%d", s.Name, s.Status.ReadyReplicas, *s.Spec.Replicas))
 		}
 	}
-	want := map[string]int{"daemonset": 4, "deployment": 3, "statefulset": 1} // netd, cert-agent, zk-registrar, log-shipper; issuer, controller, gateway; zookeeper
+	// netd, cert-agent, zk-registrar, log-shipper; issuer, controller,
+	// gateway, and local up's OIDC provider for the console; zookeeper.
+	want := map[string]int{"daemonset": 4, "deployment": 4, "statefulset": 1}
 	got := map[string]int{"daemonset": len(ds.Items), "deployment": len(deps.Items), "statefulset": len(sts.Items)}
 	for k, n := range want {
 		if got[k] != n {
