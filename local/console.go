@@ -12,6 +12,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -162,16 +163,29 @@ func (u *up) consoleChanged(ctx context.Context, data map[string]string) (bool, 
 	return !maps.Equal(have, data), nil
 }
 
-// restartGateway deletes the gateway's pods and, if there were any, waits
-// until as many new ones are Ready.
+// restartGateway deletes the gateway's pods and, if its Deployment has
+// replicas, waits until that many new pods are Ready. The count is the
+// Deployment's, not the pods listed: right after the images step the list
+// also holds pods already terminating, which are never replaced one for one.
 func (u *up) restartGateway(ctx context.Context) error {
+	d, err := u.client.AppsV1().Deployments(addons.Namespace).Get(ctx, gatewayName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the gateway's Deployment: %w", err)
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
 	pods := u.client.CoreV1().Pods(addons.Namespace)
 	sel := metav1.ListOptions{LabelSelector: gatewaySelector}
 	old, err := pods.List(ctx, sel)
 	if err != nil {
 		return fmt.Errorf("list the gateway's pods: %w", err)
 	}
-	if len(old.Items) == 0 {
+	if len(old.Items) == 0 || want == 0 {
 		return nil
 	}
 	gone := map[string]bool{}
@@ -181,27 +195,52 @@ func (u *up) restartGateway(ctx context.Context) error {
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		return fmt.Errorf("restart the gateway onto its console settings: %w", err)
 	}
-	var last string
+	// last is what the latest list saw; a list that fails (near the
+	// deadline the client's rate limiter refuses in advance) keeps it.
+	last := "no pods listed yet"
+	seen := false
 	err = wait.PollUntilContextTimeout(ctx, time.Second, u.wait(), true, func(ctx context.Context) (bool, error) {
 		l, err := pods.List(ctx, sel)
 		if err != nil {
-			last = err.Error()
+			if !seen {
+				last = "list the gateway's pods: " + err.Error()
+			}
 			return false, nil
 		}
+		seen = true
 		ready := 0
+		var states []string
 		for _, p := range l.Items {
-			if !gone[p.Name] && p.DeletionTimestamp == nil && podReady(&p) {
+			if gone[p.Name] || p.DeletionTimestamp != nil {
+				continue
+			}
+			if podReady(&p) {
 				ready++
 			}
+			states = append(states, podState(&p))
 		}
-		last = fmt.Sprintf("%d of %d new pods Ready", ready, len(old.Items))
-		return ready >= len(old.Items), nil
+		last = fmt.Sprintf("%d of %d new pods Ready: %s", ready, want, strings.Join(states, ", "))
+		return ready >= int(want), nil
 	})
 	if err != nil {
 		return fmt.Errorf("the gateway did not come back after its restart onto the console settings (%s): %w", last, err)
 	}
 	return nil
 }
+
+// podState is a pod's name, phase and the first reason a container waits,
+// for an error a person can act on.
+func podState(p *corev1.Pod) string {
+	s := p.Name + " " + string(p.Status.Phase)
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return s + " (" + cs.Name + ": " + w.Reason + ")"
+		}
+	}
+	return s
+}
+
+const gatewayName = "trellis-gateway"
 
 const gatewaySelector = "app.kubernetes.io/name=trellis-gateway"
 

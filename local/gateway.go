@@ -167,7 +167,7 @@ func (u *up) gatewayContext(ctx context.Context) error {
 	return nil
 }
 
-// nodeIP is the first node's Docker address (the host reaches NodePorts
+// nodeIP is the control-plane node's Docker address (the host reaches NodePorts
 // on it).
 func (u *up) nodeIP() (string, error) {
 	ns, err := u.cluster.Nodes()
@@ -177,9 +177,19 @@ func (u *up) nodeIP() (string, error) {
 	if len(ns) == 0 {
 		return "", fmt.Errorf("cluster %s has no nodes", u.def.Name)
 	}
-	v4, v6, err := ns[0].IP()
+	// The control plane, not the first node listed: Docker lists nodes in
+	// no fixed order, and an address that moved between runs would change
+	// the console's issuer and restart the gateway for nothing.
+	n := ns[0]
+	for _, c := range ns {
+		if r, err := c.Role(); err == nil && r == "control-plane" {
+			n = c
+			break
+		}
+	}
+	v4, v6, err := n.IP()
 	if err != nil {
-		return "", fmt.Errorf("failed to read node %s's address: %w", ns[0].String(), err)
+		return "", fmt.Errorf("failed to read node %s's address: %w", n.String(), err)
 	}
 	if v4 != "" {
 		return v4, nil

@@ -1,0 +1,176 @@
+package local
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/internal/testutil/cluster"
+)
+
+// holdFinalizer keeps a deleted pod Terminating, as a kubelet does while
+// it stops the containers.
+const holdFinalizer = "trellis.dev/test-hold"
+
+// TestIntegrationRestartGatewayBesideTerminatingPods is stop 49's CI
+// failure: the images step had just deleted the gateway's pods, so the
+// console step's restart listed two Terminating pods beside the two new
+// ones, and waited for four new Ready pods of a two-replica Deployment.
+// The real ReplicaSet controller makes the pods; the test plays the
+// kubelet and marks them Ready.
+func TestIntegrationRestartGatewayBesideTerminatingPods(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{ControllerManager: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, namespace(addons.Namespace), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two pods the images step deleted, still stopping.
+	for _, name := range []string{"gateway-old-0", "gateway-old-1"} {
+		p := gatewayPod(name)
+		p.Finalizers = []string{holdFinalizer}
+		if _, err := c.CoreV1().Pods(addons.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CoreV1().Pods(addons.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replicas := int32(2)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: gatewayName, Namespace: addons.Namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": gatewayName}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": gatewayName}},
+				Spec:       gatewayPod("").Spec,
+			},
+		},
+	}
+	if _, err := c.AppsV1().Deployments(addons.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := markReady(ctx, t, c)
+	waitPods(ctx, t, c, 4) // two new, two stopping: the console step's view
+	u := &up{client: c, o: Options{Log: slog.New(slog.DiscardHandler), Wait: 40 * time.Second}}
+	start := time.Now()
+	if err := u.restartGateway(ctx); err != nil {
+		t.Fatalf("restart beside two terminating pods: %v", err)
+	}
+	t.Logf("restarted in %s; the kubelet marked %d pods Ready", time.Since(start).Round(time.Millisecond), kubelet())
+	if n := kubelet(); n < 2 {
+		t.Errorf("the kubelet marked %d pods Ready, want at least the 2 the restart made", n)
+	}
+	for _, name := range []string{"gateway-old-0", "gateway-old-1"} {
+		_, _ = c.CoreV1().Pods(addons.Namespace).Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+}
+
+// TestIntegrationRestartGatewaySaysWhatItWaitsFor: pods that never turn
+// Ready make the restart fail naming them and their state.
+func TestIntegrationRestartGatewaySaysWhatItWaitsFor(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{ControllerManager: true})
+	ctx := context.Background()
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, namespace(addons.Namespace), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replicas := int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: gatewayName, Namespace: addons.Namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": gatewayName}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": gatewayName}},
+				Spec:       gatewayPod("").Spec,
+			},
+		},
+	}
+	if _, err := c.AppsV1().Deployments(addons.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(ctx, t, c, 1)
+	u := &up{client: c, o: Options{Log: slog.New(slog.DiscardHandler), Wait: 5 * time.Second}}
+	err := u.restartGateway(ctx)
+	if err == nil || !strings.Contains(err.Error(), "0 of 1 new pods Ready: trellis-gateway-") || !strings.Contains(err.Error(), "Pending") {
+		t.Fatalf("err = %v, want it to name the new pod, Pending, and 0 of 1 Ready", err)
+	}
+}
+
+func gatewayPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: addons.Namespace, Labels: map[string]string{"app.kubernetes.io/name": gatewayName}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "gateway", Image: "registry.trellis.dev/trellis/gateway:0.1.0"}}},
+	}
+}
+
+// markReady plays the kubelet: every live gateway pod not Ready yet is
+// marked Ready. It returns a function that counts the pods it marked.
+func markReady(ctx context.Context, t *testing.T, c kubernetes.Interface) func() int {
+	t.Helper()
+	marked := map[string]bool{}
+	done := make(chan struct{})
+	count := make(chan int)
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case count <- len(marked):
+				continue
+			case <-time.After(200 * time.Millisecond):
+			}
+			l, err := c.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: gatewaySelector})
+			if err != nil {
+				continue
+			}
+			for _, p := range l.Items {
+				if p.DeletionTimestamp != nil || marked[p.Name] {
+					continue
+				}
+				p.Status.Phase = corev1.PodRunning
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+				if _, err := c.CoreV1().Pods(addons.Namespace).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err == nil {
+					marked[p.Name] = true
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { <-done })
+	return func() int {
+		select {
+		case n := <-count:
+			return n
+		case <-done:
+			return len(marked)
+		}
+	}
+}
+
+// waitPods waits until n gateway pods exist (Terminating ones count).
+func waitPods(ctx context.Context, t *testing.T, c kubernetes.Interface, n int) {
+	t.Helper()
+	for {
+		l, err := c.CoreV1().Pods(addons.Namespace).List(ctx, metav1.ListOptions{LabelSelector: gatewaySelector})
+		if err == nil && len(l.Items) >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d gateway pods: %v", n, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
