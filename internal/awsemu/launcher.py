@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Trellis: launches moto_server on 127.0.0.1 with edge fixes for the gaps kops and the
 # rollout engine hit (docs/design/aws-emulator.md). Embedded in internal/awsemu, which runs it.
-"""moto_server 5.2.1 + thirteen edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
+"""moto_server 5.2.1 + fourteen edge fixes for kops/Trellis (test-only). usage: launcher.py -p PORT
 1 DescribeWarmPool/DeleteWarmPool, unknown ASG: ValidationError, not IndexError/HTTP 500.
 2 ModifySubnetAttribute keeps PrivateDnsHostnameTypeOnLaunch + EnableResourceNameDnsAAAARecordOnLaunch.
 3 DescribeAutoScalingGroups Instances[].LaunchTemplate.Version = version the instance was launched
@@ -28,8 +28,12 @@
   which deletes it after the VPC, got InvalidDhcpOptionID.NotFound, a code it does not know, forever).
 13 An ASG whose target group was deleted can still be scaled and deleted, as on AWS (moto: every
   capacity change, DeleteAutoScalingGroup among them, answers TargetGroupNotFound forever, so a
-  `cluster delete` whose pass deleted the target group first never finished)."""
-import collections, copy, ipaddress, random, sys
+  `cluster delete` whose pass deleted the target group first never finished).
+14 One request at a time (moto_server answers on many threads over shared dicts: a DeleteSubnet
+  racing a DeleteRouteTable failed half-way with "dictionary changed size during iteration",
+  leaving the subnet gone and its association kept, so `cluster delete` waited forever).
+  TRELLIS_MOTO_SWITCH_INTERVAL (seconds) sets Python's thread switch interval, for tests."""
+import collections, copy, ipaddress, os, random, sys, threading
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import InstanceBackend
@@ -44,6 +48,7 @@ from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
 from moto.ec2.responses.subnets import Subnets
 from moto.ec2.utils import parse_user_data
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 B = asgm.AutoScalingBackend                                                   # 1
@@ -205,7 +210,16 @@ def update_attached_target_groups(self, group_name):
         group.target_group_arns = arns
 B.update_attached_target_groups = update_attached_target_groups
 
+_serial = threading.Lock()                                                      # 14
+_dispatch = DomainDispatcherApplication.__call__
+def dispatch(self, environ, start_response):
+    with _serial:
+        return _dispatch(self, environ, start_response)
+DomainDispatcherApplication.__call__ = dispatch
+
 if __name__ == "__main__":
+    if os.environ.get("TRELLIS_MOTO_SWITCH_INTERVAL"):  # tests: make request races show
+        sys.setswitchinterval(float(os.environ["TRELLIS_MOTO_SWITCH_INTERVAL"]))
     if {"-H", "--host"} & set(sys.argv[1:]):
         sys.exit("moto_launcher: binds 127.0.0.1 only")
     sys.exit(main(["-H", "127.0.0.1"] + sys.argv[1:]))

@@ -74,6 +74,10 @@ type Options struct {
 	// StartTimeout bounds the wait for the first answer (default 60s).
 	StartTimeout time.Duration
 	Log          *slog.Logger
+	// Env is extra environment (NAME=value) for the emulator process,
+	// e.g. TRELLIS_MOTO_SWITCH_INTERVAL (seconds) for Python's thread
+	// switch interval: a tiny one makes races between requests show.
+	Env []string
 }
 
 // Server is a running emulator.
@@ -129,6 +133,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// Not CommandContext: the server outlives Start's context.
 	s.cmd = exec.Command(o.Python, script, "-p", strconv.Itoa(o.Port))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if len(o.Env) > 0 {
+		s.cmd.Env = append(os.Environ(), o.Env...)
+	}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the emulator: %w", err)

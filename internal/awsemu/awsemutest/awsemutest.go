@@ -14,9 +14,15 @@ import (
 // Start runs an emulator for the test and stops it when the test ends.
 func Start(t testing.TB) *awsemu.Server {
 	t.Helper()
+	return StartWith(t, awsemu.Options{})
+}
+
+// StartWith is Start with options (e.g. the emulator's environment).
+func StartWith(t testing.TB, o awsemu.Options) *awsemu.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s, err := awsemu.Start(ctx, awsemu.Options{})
+	s, err := awsemu.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("AWS API emulator: %v (hack/test-deps.sh --aws checks for it)", err)
 	}
