@@ -29,8 +29,32 @@
     if (s < 172800) { return Math.floor(s / 3600) + "h"; }
     return Math.floor(s / 86400) + "d";
   }
+  // clip is the template's (console/expiry.go clipAt): at most CLIP
+  // characters, the last an ellipsis.
+  var CLIP = 80;
+  function clip(s) {
+    var r = Array.from(s || "");
+    return r.length <= CLIP ? s : r.slice(0, CLIP - 1).join("") + "\u2026";
+  }
+  function el(tag, cls, text) {
+    var n = document.createElement(tag);
+    if (cls) { n.className = cls; }
+    n.textContent = text;
+    return n;
+  }
+  // The last event as the list renders it: "not allowed" when the
+  // gateway hides events from this identity, "none" without one.
+  function lastEvent(tr, hidden, ev) {
+    var td = tr.cells[6] || tr.insertCell(6);
+    if (hidden) { td.textContent = "not allowed"; return; }
+    if (!ev) { td.textContent = "none"; return; }
+    var msg = el("span", "", clip(ev.message));
+    msg.title = ev.message;
+    td.replaceChildren(el("span", "event-" + ev.type, ev.reason), ": ", msg, " ",
+      el("small", "", age(ev.time) + " ago"));
+  }
   function apply(type, e) {
-    var w = JSON.parse(e.data).workload;
+    var d = JSON.parse(e.data), w = d.workload;
     var id = "w-" + w.kind + "-" + w.name;
     var tr = document.getElementById(id);
     if (type === "DELETED") { if (tr) { tr.remove(); } return; }
@@ -39,7 +63,7 @@
     cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
     cell(tr, 3, w.reason || ""); cell(tr, 4, w.image || "");
     cell(tr, 5, age(w.created));
-    if (!tr.cells[6]) { cell(tr, 6, "-"); } // the last event: on reload
+    lastEvent(tr, d.eventsHidden, w.lastEvent);
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }
