@@ -162,6 +162,18 @@ func TestIntegrationBrowser(t *testing.T) {
 		t.Errorf("the store says %s after resume, want Running", st)
 	}
 	b.shot("rollouts-resumed")
+	// The page follows the store without a reload: a pause and a resume
+	// from a terminal (`trellis ami pause|resume`) show up in place.
+	eval[bool](b, `window.notReloaded = true`)
+	b.run(waitText(`#rollouts-live`, "Live updates: on"))
+	for _, st := range []rollout.Status{rollout.StatusPaused, rollout.StatusRunning} {
+		_, err := e.rollouts.Request(context.Background(), st, time.Now())
+		must(t, err)
+		b.run(waitText(`#status`, string(st)))
+	}
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Errorf("the rollouts page was reloaded to show the change")
+	}
 
 	// bob is signed in but RBAC gives him nothing: no workload, no quota.
 	// Signing out ends on a page of the console.

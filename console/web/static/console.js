@@ -74,3 +74,41 @@
   es.onopen = function () { live.textContent = "Live updates: on"; };
   es.onerror = function () { live.textContent = "Live updates: reconnecting"; };
 }());
+
+// Live updates for the rollouts page. The state store has no watch: the
+// console reads it once for all open pages and says when its version
+// changes (/rollouts/watch); the page then fetches itself again, so what
+// it shows (and the buttons RBAC allows) is rendered by the server as on
+// a reload, and swaps in the new content. The confirmation page has no
+// version and is left alone.
+(function () {
+  var live = document.getElementById("rollouts-live");
+  if (!live || !window.EventSource || !window.fetch || !window.DOMParser) { return; }
+  var version = live.getAttribute("data-version"), latest = version, busy = false;
+  var es = new EventSource(live.getAttribute("data-watch"));
+  function off() {
+    es.close();
+    live.textContent = "Live updates: off (reload the page)";
+  }
+  function refresh() {
+    if (busy || latest === version) { return; }
+    busy = true;
+    fetch(location.pathname, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) { throw new Error("HTTP " + r.status); }
+      return r.text();
+    }).then(function (html) {
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var next = doc.getElementById("rollout-content");
+      var cur = document.getElementById("rollout-content");
+      var nl = doc.getElementById("rollouts-live");
+      if (!next || !cur || !nl) { throw new Error("the page has no rollout"); }
+      cur.replaceWith(document.adoptNode(next));
+      version = nl.getAttribute("data-version");
+      busy = false;
+      refresh();
+    }).catch(function () { busy = false; off(); });
+  }
+  es.addEventListener("version", function (e) { latest = e.data; refresh(); });
+  es.onopen = function () { live.textContent = "Live updates: on"; };
+  es.onerror = function () { live.textContent = "Live updates: reconnecting"; };
+}());
