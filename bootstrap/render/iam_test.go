@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/internal/testutil/golden"
 )
 
@@ -18,6 +19,19 @@ func TestNodePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Assert(t, filepath.Join("testdata", "node-policy.s3.json"), []byte(got+"\n"))
+	// kops takes it as the nodes' additional policy, as Prepare sets it.
+	d, err := definition.Load("../../clusters/prod-us-east-1.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ToKops(d.ClusterDefinition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Cluster.Spec.AdditionalPolicies["node"] = got
+	if err := Validate(spec, false, nil); err != nil {
+		t.Errorf("kops refuses the node policy: %v", err)
+	}
 	var statements []struct {
 		Sid      string
 		Action   any
