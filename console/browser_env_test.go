@@ -147,7 +147,7 @@ func startBrowserEnv(t *testing.T) *browserEnv {
 		API: gw.Handler(), SessionKey: []byte(strings.Repeat("s", 32)), BasePath: console.MountPath,
 		OIDC:     &console.OIDC{Issuer: p.URL, ClientID: "trellis-console", ClientSecret: "test-client-secret", RedirectURL: e.console + "/callback"},
 		Capacity: console.StoreHistory{Path: store},
-		Access:   gw.Authorizer(), Rollouts: e.rollouts,
+		Access:   gw.Authorizer(), Rollouts: e.rollouts, RolloutPoll: 200 * time.Millisecond,
 	})
 	must(t, err)
 	gw.Mount(console.MountPath+"/", http.StripPrefix(console.MountPath, c))

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,6 +88,20 @@ func TestIntegrationBrowser(t *testing.T) {
 	if !eval[bool](b, `window.notReloaded === true`) {
 		t.Errorf("the page was reloaded to show the change")
 	}
+	// Rows added or changed live carry their last event, as listed ones do.
+	e.event(t, "late", "Scheduled", "late was waiting for its event")
+	e.create(t, service("late", registry+"/team-a/late"+digest))
+	e.event(t, "api", "ScalingReplicaSet", "scaled api up to 1")
+	for _, row := range [][2]string{{"late", "Scheduled: late was waiting for its event"}, {"api", "ScalingReplicaSet: scaled api up to 1"}} {
+		js := fmt.Sprintf(`(document.querySelector('tr[id$="-%s"] td:last-child') || {textContent: ""}).textContent.startsWith(%q) || null`, row[0], row[1])
+		if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Errorf("the live row %s does not show its last event %q: %v (it says %q)", row[0], row[1], err,
+				eval[string](b, fmt.Sprintf(`(document.querySelector('tr[id$="-%s"] td:last-child') || {textContent: "no row"}).textContent`, row[0])))
+		}
+	}
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Errorf("the page was reloaded to show the last events")
+	}
 	b.shot("workloads-live")
 
 	// The workload's own page: its pod, registered in ZooKeeper with its
@@ -147,6 +162,18 @@ func TestIntegrationBrowser(t *testing.T) {
 		t.Errorf("the store says %s after resume, want Running", st)
 	}
 	b.shot("rollouts-resumed")
+	// The page follows the store without a reload: a pause and a resume
+	// from a terminal (`trellis ami pause|resume`) show up in place.
+	eval[bool](b, `window.notReloaded = true`)
+	b.run(waitText(`#rollouts-live`, "Live updates: on"))
+	for _, st := range []rollout.Status{rollout.StatusPaused, rollout.StatusRunning} {
+		_, err := e.rollouts.Request(context.Background(), st, time.Now())
+		must(t, err)
+		b.run(waitText(`#status`, string(st)))
+	}
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Errorf("the rollouts page was reloaded to show the change")
+	}
 
 	// bob is signed in but RBAC gives him nothing: no workload, no quota.
 	// Signing out ends on a page of the console.

@@ -49,7 +49,10 @@ type Config struct {
 	// Rollouts is the AMI rollout's state store; nil: the rollouts page
 	// says none is configured.
 	Rollouts RolloutStore
-	Clock    Clock
+	// RolloutPoll is how often the rollouts page's live update reads the
+	// store, once for all open pages and only while one is (default 5s).
+	RolloutPoll time.Duration
+	Clock       Clock
 }
 
 func (c *Config) defaults() error {
@@ -67,6 +70,9 @@ func (c *Config) defaults() error {
 	}
 	if c.BasePath == "/" || strings.HasSuffix(c.BasePath, "/") {
 		return errors.New("console: Config.BasePath must be empty or not end in /")
+	}
+	if c.RolloutPoll <= 0 {
+		c.RolloutPoll = 5 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}

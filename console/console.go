@@ -16,9 +16,10 @@ var webFS embed.FS
 
 // Console is the web console's HTTP handler.
 type Console struct {
-	cfg     Config
-	pages   map[string]*template.Template
-	handler http.Handler
+	cfg          Config
+	pages        map[string]*template.Template
+	handler      http.Handler
+	rolloutWatch rolloutWatch
 }
 
 // New builds the console.
@@ -27,6 +28,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
+	c.rolloutWatch.c = c
 	funcs := template.FuncMap{
 		"age":    func(t time.Time) string { return age(cfg.Clock.Now(), t) },
 		"clip":   clip,
@@ -60,6 +62,7 @@ func New(cfg Config) (*Console, error) {
 	mux.HandleFunc("GET /capacity", c.signedIn(c.capacity))
 	mux.HandleFunc("GET /capacity/plot.svg", c.signedIn(c.plot))
 	mux.HandleFunc("GET /rollouts", c.signedIn(c.rollouts))
+	mux.HandleFunc("GET /rollouts/watch", c.signedIn(c.rolloutsWatch))
 	mux.HandleFunc("POST /rollouts/confirm", c.signedIn(c.confirm))
 	mux.HandleFunc("POST /rollouts/control", c.signedIn(c.act))
 	c.handler = headers(mux)

@@ -67,6 +67,9 @@ type rolloutView struct {
 	// they could not be read (the current rollout is still shown).
 	History      []historyRow
 	HistoryError string
+	// Version is rolloutVersion of what the page shows, for its live
+	// update; empty on the confirmation page (it is not updated live).
+	Version string
 }
 
 type historyRow struct {
@@ -133,6 +136,7 @@ func (c *Console) rolloutView(r *http.Request, s *Session, p *page) (rolloutView
 	if err != nil {
 		v.HistoryError = err.Error()
 	}
+	v.Version = rolloutVersion(st, hist)
 	for _, rec := range hist {
 		row := historyRow{Record: rec}
 		if !rec.Started.IsZero() && rec.Finished.After(rec.Started) {
@@ -201,7 +205,7 @@ func (c *Console) control(w http.ResponseWriter, r *http.Request, s *Session, do
 	if !do {
 		p.Title = "Confirm: " + action + " the rollout"
 		v, code := c.rolloutView(r, s, &p)
-		v.Confirm, v.Says = action, ctl.Says
+		v.Confirm, v.Says, v.Version = action, ctl.Says, ""
 		p.Data = v
 		c.render(w, code, "rollouts", p)
 		return

@@ -87,9 +87,10 @@ func TestIntegrationRollouts(t *testing.T) {
 		b, _ := json.Marshal(st)
 		return string(b)
 	}
+	reads := &countingStore{VFSStore: store}
 	c, err := console.New(console.Config{API: &fakeAPI{}, SessionKey: []byte(strings.Repeat("k", 32)), Clock: fixedClock{now},
 		Access:   gateway.NewAuthorizer(kc.AuthorizationV1().SubjectAccessReviews(), wallClock{}, 0, 0, 100),
-		Rollouts: store})
+		Rollouts: reads, RolloutPoll: 50 * time.Millisecond})
 	must(t, err)
 	bob, bobTok := signIn(t, c, "oidc:bob@example.com")
 	carol, carolTok := signIn(t, c, "oidc:carol@example.com")
@@ -207,5 +208,8 @@ func TestIntegrationRollouts(t *testing.T) {
 		if r.StatusCode != http.StatusConflict || !strings.Contains(r.Body, "not paused") {
 			t.Fatalf("resume of a running rollout: %d, want 409:\n%s", r.StatusCode, r.Body)
 		}
+	})
+	t.Run("live updates", func(t *testing.T) {
+		testRolloutsLive(t, c, store, reads, carol, bob)
 	})
 }

@@ -26,7 +26,7 @@ func TestIntegrationListLastEventNeedsListEvents(t *testing.T) {
 	ctx := context.Background()
 	kc := e.cp.Client
 	_, err := kc.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "auditor"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices", "trellisdaemons"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{})
+		{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"trellisservices", "trellisdaemons"}, Verbs: []string{"list", "watch"}}}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = kc.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "auditor"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "team-a", Name: "auditor"}},
@@ -69,6 +69,46 @@ func TestIntegrationListLastEventNeedsListEvents(t *testing.T) {
 	}
 	if len(l.Items) != 1 || l.Items[0].LastEvent != nil {
 		t.Errorf("auditor's list %+v: want web without its last event", l.Items)
+	}
+
+	// The watch carries the same: ci's ADDED has web's last event, and a
+	// new event about web is a MODIFIED with it; auditor's has the refusal.
+	watch := func(c *gwclient.Client) (<-chan api.WatchEvent, context.CancelFunc) {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		got := make(chan api.WatchEvent, 100)
+		go func() { _ = c.Watch(wctx, "team-a", "trellisservices", func(ev api.WatchEvent) { got <- ev }) }()
+		return got, cancel
+	}
+	next := func(who string, got <-chan api.WatchEvent) api.WatchEvent {
+		t.Helper()
+		select {
+		case ev := <-got:
+			return ev
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no watch event", who)
+			return api.WatchEvent{}
+		}
+	}
+	ciWatch, stop := watch(ci)
+	defer stop()
+	if ev := next("ci", ciWatch); ev.Type != api.WatchAdded || ev.Workload.LastEvent == nil || ev.Workload.LastEvent.Reason != "BackOff" || ev.EventsHidden != "" {
+		t.Errorf("ci's first watch event %+v (last event %+v): want web ADDED with BackOff", ev, ev.Workload.LastEvent)
+	}
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	_, err = kc.CoreV1().Events("team-a").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "web."},
+		InvolvedObject: corev1.ObjectReference{Kind: "TrellisService", Namespace: "team-a", Name: "web", APIVersion: "workloads.trellis.dev/v1alpha1"},
+		Reason:         "Pulled", Message: "pulled at last", Type: corev1.EventTypeNormal, Count: 1, FirstTimestamp: at, LastTimestamp: at}, metav1.CreateOptions{})
+	must(t, err)
+	for {
+		ev := next("ci after a new event", ciWatch)
+		if ev.Type == api.WatchModified && ev.Workload.Name == "web" && ev.Workload.LastEvent != nil && ev.Workload.LastEvent.Reason == "Pulled" {
+			break
+		}
+	}
+	auditorWatch, stopAuditor := watch(auditor)
+	defer stopAuditor()
+	if ev := next("auditor", auditorWatch); ev.Workload.Name != "web" || ev.Workload.LastEvent != nil || !strings.Contains(ev.EventsHidden, "may not list events in namespace team-a") {
+		t.Errorf("auditor's first watch event %+v: want web without its last event, and the refusal", ev)
 	}
 }
 

@@ -91,9 +91,9 @@ type Workload struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	// Image is the template's container images, comma separated.
 	Image string `json:"image,omitempty"`
-	// LastEvent is the workload's most recent event, in a list answered
-	// to a caller who may list events in the namespace (nil otherwise, and
-	// in watch events).
+	// LastEvent is the workload's most recent event, in a list or a watch
+	// event answered to a caller who may list events in the namespace (nil
+	// otherwise, and in a DELETED watch event).
 	LastEvent *Event `json:"lastEvent,omitempty"`
 }
 
@@ -164,6 +164,9 @@ const (
 type WatchEvent struct {
 	Type     string   `json:"type"`
 	Workload Workload `json:"workload"`
+	// EventsHidden is why the workload carries no last event, as in
+	// WorkloadList.
+	EventsHidden string `json:"eventsHidden,omitempty"`
 }
 
 // Quota is one ResourceQuota of a namespace: its hard limits and what is

@@ -29,8 +29,32 @@
     if (s < 172800) { return Math.floor(s / 3600) + "h"; }
     return Math.floor(s / 86400) + "d";
   }
+  // clip is the template's (console/expiry.go clipAt): at most CLIP
+  // characters, the last an ellipsis.
+  var CLIP = 80;
+  function clip(s) {
+    var r = Array.from(s || "");
+    return r.length <= CLIP ? s : r.slice(0, CLIP - 1).join("") + "\u2026";
+  }
+  function el(tag, cls, text) {
+    var n = document.createElement(tag);
+    if (cls) { n.className = cls; }
+    n.textContent = text;
+    return n;
+  }
+  // The last event as the list renders it: "not allowed" when the
+  // gateway hides events from this identity, "none" without one.
+  function lastEvent(tr, hidden, ev) {
+    var td = tr.cells[6] || tr.insertCell(6);
+    if (hidden) { td.textContent = "not allowed"; return; }
+    if (!ev) { td.textContent = "none"; return; }
+    var msg = el("span", "", clip(ev.message));
+    msg.title = ev.message;
+    td.replaceChildren(el("span", "event-" + ev.type, ev.reason), ": ", msg, " ",
+      el("small", "", age(ev.time) + " ago"));
+  }
   function apply(type, e) {
-    var w = JSON.parse(e.data).workload;
+    var d = JSON.parse(e.data), w = d.workload;
     var id = "w-" + w.kind + "-" + w.name;
     var tr = document.getElementById(id);
     if (type === "DELETED") { if (tr) { tr.remove(); } return; }
@@ -39,7 +63,7 @@
     cell(tr, 2, w.ready || "Unknown", "ready-" + (w.ready || "Unknown"));
     cell(tr, 3, w.reason || ""); cell(tr, 4, w.image || "");
     cell(tr, 5, age(w.created));
-    if (!tr.cells[6]) { cell(tr, 6, "-"); } // the last event: on reload
+    lastEvent(tr, d.eventsHidden, w.lastEvent);
     var empty = document.getElementById("empty");
     if (empty) { empty.remove(); }
   }
@@ -47,6 +71,44 @@
   ["ADDED", "MODIFIED", "DELETED"].forEach(function (t) {
     es.addEventListener(t, function (e) { apply(t, e); });
   });
+  es.onopen = function () { live.textContent = "Live updates: on"; };
+  es.onerror = function () { live.textContent = "Live updates: reconnecting"; };
+}());
+
+// Live updates for the rollouts page. The state store has no watch: the
+// console reads it once for all open pages and says when its version
+// changes (/rollouts/watch); the page then fetches itself again, so what
+// it shows (and the buttons RBAC allows) is rendered by the server as on
+// a reload, and swaps in the new content. The confirmation page has no
+// version and is left alone.
+(function () {
+  var live = document.getElementById("rollouts-live");
+  if (!live || !window.EventSource || !window.fetch || !window.DOMParser) { return; }
+  var version = live.getAttribute("data-version"), latest = version, busy = false;
+  var es = new EventSource(live.getAttribute("data-watch"));
+  function off() {
+    es.close();
+    live.textContent = "Live updates: off (reload the page)";
+  }
+  function refresh() {
+    if (busy || latest === version) { return; }
+    busy = true;
+    fetch(location.pathname, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) { throw new Error("HTTP " + r.status); }
+      return r.text();
+    }).then(function (html) {
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var next = doc.getElementById("rollout-content");
+      var cur = document.getElementById("rollout-content");
+      var nl = doc.getElementById("rollouts-live");
+      if (!next || !cur || !nl) { throw new Error("the page has no rollout"); }
+      cur.replaceWith(document.adoptNode(next));
+      version = nl.getAttribute("data-version");
+      busy = false;
+      refresh();
+    }).catch(function () { busy = false; off(); });
+  }
+  es.addEventListener("version", function (e) { latest = e.data; refresh(); });
   es.onopen = function () { live.textContent = "Live updates: on"; };
   es.onerror = function () { live.textContent = "Live updates: reconnecting"; };
 }());
