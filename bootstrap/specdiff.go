@@ -126,7 +126,7 @@ func flatten(o runtime.Object) (map[string]string, error) {
 	}
 	var m map[string]any
 	if err := yaml.Unmarshal(b, &m); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read back the serialised object: %w", err)
 	}
 	if md, ok := m["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp")

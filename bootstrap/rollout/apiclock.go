@@ -43,7 +43,7 @@ func (k *KubeCluster) serverBudgets(ctx context.Context, ns string) ([]policyv1.
 	u := rc.Get().Namespace(ns).Resource("poddisruptionbudgets").URL()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, fmt.Errorf("failed to build the request for the disruption budgets in namespace %s: %w", ns, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	hc := rc.Client

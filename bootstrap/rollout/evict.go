@@ -62,7 +62,7 @@ func (k *KubeCluster) budgetsOf(ctx context.Context, seen budgets, ns string) ([
 	}
 	l, err := k.Client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list the disruption budgets in namespace %s: %w", ns, err)
 	}
 	seen[ns] = l.Items
 	return l.Items, nil

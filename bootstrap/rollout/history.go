@@ -134,7 +134,7 @@ func (s *VFSStore) Record(ctx context.Context, rec Record) error {
 	}
 	b, err := json.MarshalIndent(h, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the rollout history with %s: %w", rec.ID, err)
 	}
 	if err := s.HistoryPath.WriteFile(ctx, bytes.NewReader(b), nil); err != nil {
 		return fmt.Errorf("failed to write %s: %w", s.HistoryPath, err)

@@ -46,7 +46,7 @@ func NewKubeCluster(ctx context.Context, client kubernetes.Interface) (*KubeClus
 		p := n.Spec.ProviderID
 		return []string{p[strings.LastIndexByte(p, '/')+1:]}, nil
 	}}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to index nodes by instance id: %w", err)
 	}
 	f.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -58,8 +58,11 @@ func NewKubeCluster(ctx context.Context, client kubernetes.Interface) (*KubeClus
 // Node returns the node whose providerID ends with the instance id.
 func (k *KubeCluster) Node(_ context.Context, instanceID string) (*corev1.Node, error) {
 	objs, err := k.nodes.GetIndexer().ByIndex(instanceIndex, instanceID)
-	if err != nil || len(objs) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("failed to look up the node of instance %s: %w", instanceID, err)
+	}
+	if len(objs) == 0 {
+		return nil, nil
 	}
 	return objs[0].(*corev1.Node), nil
 }

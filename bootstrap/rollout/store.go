@@ -48,7 +48,7 @@ func (s *VFSStore) Load(ctx context.Context) (*State, error) {
 func (s *VFSStore) Save(ctx context.Context, st *State) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode rollout state %s: %w", s.Path, err)
 	}
 	return s.Path.WriteFile(ctx, bytes.NewReader(b), nil)
 }

@@ -77,11 +77,11 @@ func IdentityRoot(ctx context.Context, stateStore, cluster string) (*pki.KeyPair
 func readRoot(ctx context.Context, d vfs.Path) (*pki.KeyPair, error) {
 	certPEM, err := d.Join(rootCert).ReadFile(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the identity root certificate %s: %w", d.Join(rootCert), err)
 	}
 	keyPEM, err := d.Join(rootKey).ReadFile(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the identity root key %s: %w", d.Join(rootKey), err)
 	}
 	certs, err := pki.ParseCerts(certPEM)
 	if err != nil {
