@@ -68,14 +68,6 @@ type Values struct {
 	KubeRepository    string
 	KubernetesVersion string
 	EtcdTag           string
-	// GatewayArgs are trellis-gateway's arguments beyond the common ones:
-	// on AWS, given the kops state store, the rollouts page's
-	// --rollout-state-store and --rollout-cluster (the kops cluster name).
-	GatewayArgs []string
-	// GatewayNodeRole runs the gateway on its node's network, where the
-	// instance metadata (and so the node's instance role, which may read
-	// the rollout) is reachable: set with the rollout flags.
-	GatewayNodeRole bool
 	// Addon are the values of the addon being rendered, from its
 	// Lifecycle (nil: it has none).
 	Addon map[string]any
@@ -84,29 +76,12 @@ type Values struct {
 // Registry of the runtime images.
 const Registry = "registry.trellis.dev/trellis"
 
-// RenderOptions are what a render takes besides the definition.
-type RenderOptions struct {
-	// StateStore is the kops state store of an AWS cluster (s3://...), as
-	// `trellis cluster create` and `trellis addons apply` are given it:
-	// the gateway's console reads the AMI rollout from it. Empty, or a
-	// kind cluster: the console's rollouts page is off.
-	StateStore string
-	// Lifecycles serve the addons' .Addon values (see Render).
-	Lifecycles []Lifecycle
-}
-
 // Render renders the definition's addons, in dependency order (an addon's
 // dependencies that the definition does not list are skipped: a cluster
 // may bring its own, e.g. ZooKeeper outside the cluster). An addon's
 // .Addon values come from the lifecycle that serves it, among those the
 // caller passes (the bundle's: the builder of the bundle knows them).
 func Render(def *definition.ClusterDefinition, lifecycles ...Lifecycle) ([]Rendered, error) {
-	return RenderWith(def, RenderOptions{Lifecycles: lifecycles})
-}
-
-// RenderWith is Render with the cluster's state store (RenderOptions).
-func RenderWith(def *definition.ClusterDefinition, o RenderOptions) ([]Rendered, error) {
-	lifecycles := o.Lifecycles
 	order, err := Order(def)
 	if err != nil {
 		return nil, err
@@ -120,10 +95,6 @@ func RenderWith(def *definition.ClusterDefinition, o RenderOptions) ([]Rendered,
 	}
 	if def.Cloud == definition.CloudAWS {
 		v.NetworkMode = "aws"
-		if o.StateStore != "" {
-			v.GatewayArgs = []string{"--rollout-state-store=" + o.StateStore, "--rollout-cluster=" + render.ClusterName(def)}
-			v.GatewayNodeRole = true
-		}
 	}
 	if v.ZooKeeperRoot == "" {
 		v.ZooKeeperRoot = "/discovery"

@@ -22,8 +22,7 @@ type ApplyOptions struct {
 	// Out receives one line per addon applied, unchanged or pruned.
 	Out io.Writer
 	// StateStore is the kops state store holding the cluster's identity
-	// root CA and AMI rollout (AWS clusters). Empty: the issuer's CA
-	// Secret is not seeded and the console shows no rollout.
+	// root CA (AWS clusters). Empty: the issuer's CA Secret is not seeded.
 	StateStore string
 	// Wait is how long each addon's workloads may take to become ready.
 	Wait time.Duration
@@ -38,7 +37,7 @@ type ApplyOptions struct {
 // Apply renders the definition's bundle and applies it to the cluster in
 // dependency order, seeding the issuer's CA (see IssuerCA).
 func Apply(ctx context.Context, def *definition.ClusterDefinition, o ApplyOptions) ([]Result, error) {
-	rendered, err := RenderWith(def, RenderOptions{StateStore: o.StateStore, Lifecycles: o.Lifecycles})
+	rendered, err := Render(def, o.Lifecycles...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,9 +24,6 @@ import (
 // golden-checked files, so they are listed by name here. local-fleet is
 // what `trellis local up --fleet` renders: the fleet's API with one
 // member.
-// goldenStateStore is the kops state store the golden renders are given.
-const goldenStateStore = "s3://trellis-state/clusters"
-
 func TestRenderGolden(t *testing.T) {
 	for _, name := range []string{"local", "local-fleet", "prod-us-east-1", "staging-us-west-2", "fleet-us-east-1"} {
 		t.Run(name, func(t *testing.T) {
@@ -38,9 +35,7 @@ func TestRenderGolden(t *testing.T) {
 			if strings.HasSuffix(name, "-fleet") {
 				def.Addons = append(def.Addons, definition.Addon{Name: karmadaaddon.KarmadaAPIServerAddon}, definition.Addon{Name: karmadaaddon.KarmadaAddon})
 			}
-			// Every render is given a state store, as apply is: only the AWS
-			// ones pass it on (TestRenderRolloutStateStore).
-			rendered, err := addons.RenderWith(def, addons.RenderOptions{StateStore: goldenStateStore, Lifecycles: []addons.Lifecycle{karmadaaddon.Lifecycle{}}})
+			rendered, err := addons.Render(def, karmadaaddon.Lifecycle{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -116,10 +116,6 @@ func Prepare(ctx context.Context, def *definition.ClusterDefinition, opts ApplyO
 		return nil, fmt.Errorf("failed to compute config base for %s: %w", c.Name, err)
 	}
 	c.Spec.ConfigStore.Base = base.Path()
-	// The nodes' policy names the rollout's objects under the config base.
-	if c.Spec.AdditionalPolicies["node"], err = render.NodePolicy(base.Path(), def.Region); err != nil {
-		return nil, fmt.Errorf("node policy of %s: %w", c.Name, err)
-	}
 	// Trellis nodes are reached through SSM, not SSH keys.
 	c.Spec.SSHKeyName = new("")
 	if opts.SpecsOnly && opts.Cloud == nil {

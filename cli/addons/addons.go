@@ -33,7 +33,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rendered, err := addons.RenderWith(l.ClusterDefinition, addons.RenderOptions{StateStore: state, Lifecycles: lifecycles()})
+			rendered, err := addons.Render(l.ClusterDefinition, lifecycles()...)
 			if err != nil {
 				return err
 			}
@@ -59,7 +59,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		Short: "What apply would create, update and prune (server-side dry run)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, rendered, a, err := applier(file, kubeconfig, state, s.Out)
+			_, rendered, a, err := applier(file, kubeconfig, s.Out)
 			if err != nil {
 				return err
 			}
@@ -83,10 +83,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	}
 	flags.Kubeconfig(apply.Flags(), &kubeconfig, "kubeconfig of the cluster")
 	apply.Flags().BoolVar(&force, "force", false, "re-apply addons that did not change")
-	flags.State(apply.Flags(), &state, "kops state store holding the cluster's identity root CA and AMI rollout (AWS clusters)")
-	for _, c := range []*cobra.Command{render, diff} {
-		flags.State(c.Flags(), &state, "kops state store the gateway's console reads the AMI rollout from (AWS clusters; as apply is given)")
-	}
+	flags.State(apply.Flags(), &state, "kops state store holding the cluster's identity root CA (AWS clusters)")
 	apply.Flags().DurationVar(&wait, "wait", 0, "how long each addon's workloads, and each fleet API member the apply replaces, may take to become ready (0: do not wait, and replace no fleet API member)")
 	cmd.AddCommand(render, apply, diff)
 	return cmd
@@ -113,15 +110,14 @@ func runApply(ctx context.Context, s streams.Streams, file, kubeconfig, state st
 	return err
 }
 
-// applier loads and renders the definition in file (with the kops state
-// store, as apply renders it) and connects an addon
+// applier loads and renders the definition in file and connects an addon
 // applier to the cluster of kubeconfig.
-func applier(file, kubeconfig, state string, out io.Writer) (*definition.Loaded, []addons.Rendered, *addons.Applier, error) {
+func applier(file, kubeconfig string, out io.Writer) (*definition.Loaded, []addons.Rendered, *addons.Applier, error) {
 	l, err := definition.Load(file)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rendered, err := addons.RenderWith(l.ClusterDefinition, addons.RenderOptions{StateStore: state, Lifecycles: lifecycles()})
+	rendered, err := addons.Render(l.ClusterDefinition, lifecycles()...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
