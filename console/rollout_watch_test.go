@@ -38,20 +38,25 @@ func versions(t *testing.T, srv *httptest.Server, ck *http.Cookie) (<-chan strin
 	resp, err := srv.Client().Do(req)
 	must(t, err)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		_ = resp.Body.Close()
 		cancel()
 		t.Fatalf("watch: %d %s, want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	out := make(chan string, 16)
-	go func() {
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				out <- v
-			}
-		}
-	}()
+	go readVersions(resp, out)
 	return out, cancel
+}
+
+// readVersions sends each version the watch streams, and closes the body
+// at the stream's end.
+func readVersions(resp *http.Response, out chan<- string) {
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out <- v
+		}
+	}
 }
 
 func nextVersion(t *testing.T, ch <-chan string) string {
