@@ -45,21 +45,7 @@ func TestIntegrationRestartGatewayBesideTerminatingPods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	replicas := int32(2)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: gatewayName, Namespace: addons.Namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": gatewayName}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": gatewayName}},
-				Spec:       gatewayPod("").Spec,
-			},
-		},
-	}
-	if _, err := c.AppsV1().Deployments(addons.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createGateway(ctx, t, c, 2)
 	kubelet := markReady(ctx, t, c)
 	waitPods(ctx, t, c, 4) // two new, two stopping: the console step's view
 	u := &up{client: c, o: Options{Log: slog.New(slog.DiscardHandler), Wait: 40 * time.Second}}
@@ -85,7 +71,19 @@ func TestIntegrationRestartGatewaySaysWhatItWaitsFor(t *testing.T) {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, namespace(addons.Namespace), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	replicas := int32(1)
+	createGateway(ctx, t, c, 1)
+	waitPods(ctx, t, c, 1)
+	u := &up{client: c, o: Options{Log: slog.New(slog.DiscardHandler), Wait: 5 * time.Second}}
+	err := u.restartGateway(ctx)
+	if err == nil || !strings.Contains(err.Error(), "0 of 1 new pods Ready: trellis-gateway-") || !strings.Contains(err.Error(), "Pending") {
+		t.Fatalf("err = %v, want it to name the new pod, Pending, and 0 of 1 Ready", err)
+	}
+}
+
+// createGateway creates the gateway's Deployment with replicas pods (the
+// real ReplicaSet controller makes them).
+func createGateway(ctx context.Context, t *testing.T, c kubernetes.Interface, replicas int32) {
+	t.Helper()
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: gatewayName, Namespace: addons.Namespace},
 		Spec: appsv1.DeploymentSpec{
@@ -99,12 +97,6 @@ func TestIntegrationRestartGatewaySaysWhatItWaitsFor(t *testing.T) {
 	}
 	if _, err := c.AppsV1().Deployments(addons.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	waitPods(ctx, t, c, 1)
-	u := &up{client: c, o: Options{Log: slog.New(slog.DiscardHandler), Wait: 5 * time.Second}}
-	err := u.restartGateway(ctx)
-	if err == nil || !strings.Contains(err.Error(), "0 of 1 new pods Ready: trellis-gateway-") || !strings.Contains(err.Error(), "Pending") {
-		t.Fatalf("err = %v, want it to name the new pod, Pending, and 0 of 1 Ready", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
 	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/daemons/certs/issuer"
@@ -174,18 +175,12 @@ func (u *up) nodeIP() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(ns) == 0 {
-		return "", fmt.Errorf("cluster %s has no nodes", u.def.Name)
-	}
 	// The control plane, not the first node listed: Docker lists nodes in
 	// no fixed order, and an address that moved between runs would change
 	// the console's issuer and restart the gateway for nothing.
-	n := ns[0]
-	for _, c := range ns {
-		if r, err := c.Role(); err == nil && r == "control-plane" {
-			n = c
-			break
-		}
+	n, err := nodeutils.BootstrapControlPlaneNode(ns)
+	if err != nil {
+		return "", fmt.Errorf("find the control plane of cluster %s: %w", u.def.Name, err)
 	}
 	v4, v6, err := n.IP()
 	if err != nil {
