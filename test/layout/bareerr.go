@@ -25,6 +25,8 @@ type BareReturn struct {
 	Pkg    string // import path of the package holding the return
 	Pos    string // file:line of the return
 	Callee string // the foreign function that made the error, e.g. "os.ReadFile"
+	file   string
+	line   int
 }
 
 func (b BareReturn) String() string {
@@ -99,7 +101,12 @@ func FindBareForeign(dir string, patterns []string, keep func(importPath string)
 			found[i].Pos = strings.TrimPrefix(found[i].Pos, abs+string(filepath.Separator))
 		}
 	}
-	sort.Slice(found, func(i, j int) bool { return found[i].Pos < found[j].Pos })
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].file != found[j].file {
+			return found[i].file < found[j].file
+		}
+		return found[i].line < found[j].line
+	})
 	return found, nil
 }
 
@@ -179,39 +186,49 @@ func bareForeign(fset *token.FileSet, info *types.Info, f *ast.File, module stri
 		return true
 	})
 	var found []BareReturn
-	ast.Inspect(f, func(n ast.Node) bool {
-		ret, ok := n.(*ast.ReturnStmt)
-		if !ok {
-			return true
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
 		}
-		for _, res := range ret.Results {
-			id, ok := ast.Unparen(res).(*ast.Ident)
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			ret, ok := n.(*ast.ReturnStmt)
 			if !ok {
-				continue
+				return true
 			}
-			obj, ok := info.Uses[id].(*types.Var)
-			if !ok || !types.Identical(obj.Type(), errType) {
-				continue
-			}
-			// the latest assignment before the return
-			var last *assign
-			for i, a := range assigns[obj] {
-				if a.pos < ret.Pos() && (last == nil || a.pos > last.pos) {
-					last = &assigns[obj][i]
+			for _, res := range ret.Results {
+				id, ok := ast.Unparen(res).(*ast.Ident)
+				if !ok {
+					continue
+				}
+				obj, ok := info.Uses[id].(*types.Var)
+				if !ok || !types.Identical(obj.Type(), errType) {
+					continue
+				}
+				// the latest assignment before the return
+				var last *assign
+				for i, a := range assigns[obj] {
+					if a.pos < ret.Pos() && (last == nil || a.pos > last.pos) {
+						last = &assigns[obj][i]
+					}
+				}
+				if last == nil || last.call == nil {
+					continue
+				}
+				// a decorator's method passing up what the method it wraps
+				// returned (RoundTrip calling RoundTrip, Close calling Close)
+				if callee := foreignCallee(info, last.call, module); callee != "" && !strings.HasSuffix(callee, "."+fd.Name.Name) {
+					found = append(found, BareReturn{
+						Pos:    fmt.Sprintf("%s:%d", fset.Position(ret.Pos()).Filename, fset.Position(ret.Pos()).Line),
+						file:   fset.Position(ret.Pos()).Filename,
+						line:   fset.Position(ret.Pos()).Line,
+						Callee: callee,
+					})
 				}
 			}
-			if last == nil || last.call == nil {
-				continue
-			}
-			if callee := foreignCallee(info, last.call, module); callee != "" {
-				found = append(found, BareReturn{
-					Pos:    fmt.Sprintf("%s:%d", fset.Position(ret.Pos()).Filename, fset.Position(ret.Pos()).Line),
-					Callee: callee,
-				})
-			}
-		}
-		return true
-	})
+			return true
+		})
+	}
 	return found
 }
 
@@ -270,4 +287,8 @@ var passUp = map[string]bool{
 	"context.Cause":                           true,
 	"golang.org/x/sync/errgroup.Group.Wait":   true,
 	"golang.org/x/sync/singleflight.Group.Do": true,
+	// the condition's error, or the poll's end (the caller knows it polled)
+	"k8s.io/apimachinery/pkg/util/wait.PollUntilContextTimeout": true,
+	"k8s.io/apimachinery/pkg/util/wait.PollUntilContextCancel":  true,
+	"k8s.io/apimachinery/pkg/util/wait.ExponentialBackoff":      true,
 }

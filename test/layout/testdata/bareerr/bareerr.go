@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 )
@@ -91,4 +92,22 @@ func GoodMade(ctx context.Context, a, b error) error {
 	}
 	err := errors.Join(a, b)
 	return err
+}
+
+// countingBody decorates a body: its Close passes up the Close it wraps.
+type countingBody struct {
+	io.ReadCloser
+	closed int
+}
+
+func (b *countingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.closed++
+	return err
+}
+
+// BadDelegate is not a decorator's method: it names no object.
+func BadDelegate(b io.ReadCloser) error {
+	err := b.Close()
+	return err // want io.Closer.Close
 }
