@@ -191,12 +191,12 @@ func renderAddon(a Addon, v Values) ([]*unstructured.Unstructured, []byte, error
 	if a.CRDs {
 		entries, err := fs.ReadDir(config.CRDs, "crd")
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("failed to list the embedded CRDs of addon %s: %w", a.Name, err)
 		}
 		for _, e := range entries {
 			b, err := fs.ReadFile(config.CRDs, "crd/"+e.Name())
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, fmt.Errorf("failed to read the embedded CRD %s of addon %s: %w", e.Name(), a.Name, err)
 			}
 			raw.WriteString("---\n")
 			raw.Write(b)
@@ -204,12 +204,12 @@ func renderAddon(a Addon, v Values) ([]*unstructured.Unstructured, []byte, error
 	}
 	entries, err := fs.ReadDir(manifests.FS, a.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("failed to list the templates of addon %s: %w", a.Name, err)
 	}
 	for _, e := range entries {
 		b, err := fs.ReadFile(manifests.FS, a.Name+"/"+e.Name())
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("failed to read template %s/%s: %w", a.Name, e.Name(), err)
 		}
 		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(b))
 		if err != nil {

@@ -56,7 +56,7 @@ type Applier struct {
 func NewApplier(cfg *rest.Config, out io.Writer) (*Applier, error) {
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to build a client for %s: %w", cfg.Host, err)
 	}
 	k, err := kubeapply.New(cfg, FieldManager)
 	if err != nil {

@@ -63,7 +63,7 @@ func (a *Applier) Prune(ctx context.Context, rendered []Rendered) ([]string, err
 	}
 	if changed {
 		if _, err := a.Client.CoreV1().ConfigMaps(Namespace).Update(ctx, record, metav1.UpdateOptions{}); err != nil {
-			return deleted, err
+			return deleted, fmt.Errorf("failed to update the addon record %s/%s: %w", Namespace, record.Name, err)
 		}
 	}
 	return deleted, nil
@@ -134,11 +134,11 @@ func (a *Applier) Diff(ctx context.Context, rendered []Rendered) ([]Change, erro
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("failed to read live %s: %w", k, err)
 			}
 			b, err := json.Marshal(o.Object)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("failed to encode %s: %w", k, err)
 			}
 			dry, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: new(true), DryRun: []string{metav1.DryRunAll}})
 			if err != nil {

@@ -38,13 +38,13 @@ func New(cfg Config) (*Console, error) {
 	for _, p := range []string{"workloads", "workload", "submit", "capacity", "rollouts", "signin", "signedin", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to parse the %s page: %w", p, err)
 		}
 		c.pages[p] = t
 	}
 	static, err := fs.Sub(webFS, "web/static")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to open the embedded static files: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))

@@ -43,7 +43,7 @@ func scheme() *runtime.Scheme {
 func newCache(rc *rest.Config, namespace string) (cache.Cache, error) {
 	hasWorkload, err := labels.NewRequirement(wellknown.LabelWorkload, selection.Exists, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to select pods by label %s: %w", wellknown.LabelWorkload, err)
 	}
 	c, err := cache.New(rc, cache.Options{
 		Scheme:           scheme(),

@@ -324,7 +324,7 @@ func conditions(o client.Object) []metav1.Condition {
 func extractObjects(l client.ObjectList) ([]client.Object, error) {
 	items, err := apierrors.ExtractList(l)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to extract the items of a %T: %w", l, err)
 	}
 	out := make([]client.Object, 0, len(items))
 	for _, it := range items {

@@ -200,7 +200,7 @@ func (g *Gateway) check(ctx context.Context, q *request, sub *Submission, existi
 func (g *Gateway) checkQuota(ctx context.Context, sub *Submission, existing client.Object) ([]api.Problem, error) {
 	var quotas corev1.ResourceQuotaList
 	if err := g.cache.List(ctx, &quotas, client.InNamespace(sub.Obj.GetNamespace())); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list the resource quotas of namespace %s: %w", sub.Obj.GetNamespace(), err)
 	}
 	if len(quotas.Items) == 0 {
 		return nil, nil
@@ -227,7 +227,7 @@ func (g *Gateway) policy(ctx context.Context) (*Policy, error) {
 		return ParsePolicy(nil)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the policy ConfigMap %s/%s: %w", g.cfg.Namespace, PolicyConfigMap, err)
 	}
 	return ParsePolicy(cm)
 }

@@ -50,10 +50,10 @@ func (o *rollFlags) options(ctx context.Context, def *definition.ClusterDefiniti
 	if o.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 		if err != nil {
-			return uo, err
+			return uo, fmt.Errorf("failed to load kubeconfig %s: %w", o.Kubeconfig, err)
 		}
 		if uo.K8sClient, err = kubernetes.NewForConfig(cfg); err != nil {
-			return uo, err
+			return uo, fmt.Errorf("failed to build a client from kubeconfig %s: %w", o.Kubeconfig, err)
 		}
 	}
 	return uo, nil

@@ -152,7 +152,7 @@ func (c *Client) path(ns, kind, name string) string {
 func (c *Client) request(ctx context.Context, method, u string, h http.Header, body []byte) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to build the request %s %s: %w", method, u, err)
 	}
 	for k, v := range h {
 		req.Header[k] = v

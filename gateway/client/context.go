@@ -76,10 +76,10 @@ func LoadContext(path string) (*Context, error) {
 func (c *Context) Save(path string) error {
 	b, err := yaml.Marshal(c)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode context file %s: %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to make the folder of context file %s: %w", path, err)
 	}
 	return os.WriteFile(path, b, 0o600)
 }
