@@ -122,11 +122,16 @@ func (u *up) console(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := u.waitOIDC(ctx); err != nil {
-		return err
-	}
 	u.consoleAccess = acc
 	return nil
+}
+
+// consoleSignIn waits for the sign-in provider the console step applied.
+func (u *up) consoleSignIn(ctx context.Context) error {
+	if u.consoleAccess == nil {
+		return nil
+	}
+	return u.waitOIDC(ctx)
 }
 
 // consoleSecrets reads the credentials an earlier run generated, or

@@ -27,6 +27,9 @@ func (u *up) steps() []Step {
 		{Name: "images", Execute: u.loadImages},
 		{Name: "console", Execute: u.console},
 		{Name: "addons", Execute: u.applyAddons},
+		// The sign-in provider is a pod: on a new cluster it runs only
+		// once the addons have brought the network up.
+		{Name: "console sign-in", Execute: u.consoleSignIn},
 		{Name: "fleet kubeconfig", Execute: u.fleetKubeconfig},
 		{Name: "gateway context", Execute: u.gatewayContext},
 	}

@@ -138,7 +138,10 @@ func TestAddonsReady(t *testing.T) {
 
 // addonsReady says whether every addon's workload in trellis-system is
 // ready, and if not, which are not.
-func addonsReady(ctx context.Context) (bool, string) {
+func addonsReady(ctx context.Context) (bool, string) { return addonsReadyIn(ctx, cs) }
+
+// addonsReadyIn is addonsReady on the cluster of cs.
+func addonsReadyIn(ctx context.Context, cs kubernetes.Interface) (bool, string) {
 	var notReady []string
 	ds, err := cs.AppsV1().DaemonSets("trellis-system").List(ctx, metav1.ListOptions{})
 	if err != nil {
