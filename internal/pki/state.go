@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"errors"
@@ -162,45 +163,70 @@ var ErrBadCSR = errors.New("bad certificate signing request")
 // (leaf first, root excluded). The CSR contributes only its public key: the
 // identity and names are the issuer's decision.
 func (s *State) Sign(req LeafRequest, now time.Time) ([]*x509.Certificate, error) {
-	if err := req.CSR.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadCSR, err)
-	}
-	switch k := req.CSR.PublicKey.(type) {
-	case *ecdsa.PublicKey:
-		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
-			return nil, fmt.Errorf("%w: ECDSA curve %s not allowed", ErrBadCSR, k.Curve.Params().Name)
-		}
-	case *rsa.PublicKey:
-		if k.N.BitLen() < 2048 {
-			return nil, fmt.Errorf("%w: RSA key of %d bits, want >= 2048", ErrBadCSR, k.N.BitLen())
-		}
-	case ed25519.PublicKey:
-	default:
-		return nil, fmt.Errorf("%w: key type %T not allowed", ErrBadCSR, k)
-	}
-	notAfter := now.Add(req.TTL)
-	if notAfter.After(s.Signer.Cert.NotAfter) {
-		notAfter = s.Signer.Cert.NotAfter
-	}
-	id, err := url.Parse(req.ID.String())
+	der, _, err := s.SignDER(req, now)
 	if err != nil {
 		return nil, err
 	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse the certificate just signed: %w", err)
+	}
+	return append([]*x509.Certificate{leaf}, s.Chain...), nil
+}
+
+// SignDER is Sign for a server that only sends the certificate on: it
+// returns the leaf's DER and its validity, and does not parse the
+// certificate it just made back into a structure (crypto/x509 has
+// already checked its signature).
+func (s *State) SignDER(req LeafRequest, now time.Time) ([]byte, Validity, error) {
+	if err := req.CSR.CheckSignature(); err != nil {
+		return nil, Validity{}, fmt.Errorf("%w: %w", ErrBadCSR, err)
+	}
+	if err := allowedKey(req.CSR.PublicKey); err != nil {
+		return nil, Validity{}, err
+	}
+	v := Validity{NotBefore: now.Add(-req.Backdate), NotAfter: now.Add(req.TTL)}
+	if v.NotAfter.After(s.Signer.Cert.NotAfter) {
+		v.NotAfter = s.Signer.Cert.NotAfter
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		NotBefore:             now.Add(-req.Backdate),
-		NotAfter:              notAfter,
+		NotBefore:             v.NotBefore,
+		NotAfter:              v.NotAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
-		URIs:                  []*url.URL{id},
+		URIs:                  []*url.URL{req.ID.URL()},
 		DNSNames:              req.DNSNames,
 	}
-	leaf, err := s.Signer.Issue(tmpl, req.CSR.PublicKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.Signer.Cert, req.CSR.PublicKey, s.Signer.Key)
 	if err != nil {
-		return nil, fmt.Errorf("failed to sign: %w", err)
+		return nil, Validity{}, fmt.Errorf("failed to sign the certificate of %s: %w", req.ID, err)
 	}
-	return append([]*x509.Certificate{leaf}, s.Chain...), nil
+	return der, v, nil
+}
+
+// Validity is a certificate's validity window.
+type Validity struct {
+	NotBefore, NotAfter time.Time
+}
+
+// allowedKey refuses the key types and sizes the issuer does not sign.
+func allowedKey(pub crypto.PublicKey) error {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
+			return fmt.Errorf("%w: ECDSA curve %s not allowed", ErrBadCSR, k.Curve.Params().Name)
+		}
+	case *rsa.PublicKey:
+		if k.N.BitLen() < 2048 {
+			return fmt.Errorf("%w: RSA key of %d bits, want >= 2048", ErrBadCSR, k.N.BitLen())
+		}
+	case ed25519.PublicKey:
+	default:
+		return fmt.Errorf("%w: key type %T not allowed", ErrBadCSR, k)
+	}
+	return nil
 }
 
 // Equal reports whether two states have the same roots and signer.

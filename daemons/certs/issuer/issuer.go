@@ -69,7 +69,7 @@ type Config struct {
 // Issuer serves SignPath.
 type Issuer struct {
 	cfg   Config
-	state atomic.Pointer[pki.State]
+	state atomic.Pointer[authority]
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -118,7 +118,9 @@ func New(cfg Config, state *pki.State) *Issuer {
 		recordFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_cert_issuer_record_failures_total",
 			Help: "Certificates issued whose expiry could not be recorded on their pod."}),
 	}
-	is.state.Store(state)
+	if state != nil {
+		is.state.Store(newAuthority(state))
+	}
 	return is
 }
 
@@ -130,15 +132,38 @@ func (is *Issuer) Collectors() []prometheus.Collector {
 // SetState replaces the authority (CA rotation); requests in flight finish
 // with the old one.
 func (is *Issuer) SetState(s *pki.State) {
-	if old := is.state.Load(); old != nil && old.Equal(s) {
+	if old := is.state.Load(); old != nil && old.st.Equal(s) {
 		return
 	}
-	is.state.Store(s)
+	is.state.Store(newAuthority(s))
 	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", pki.Fingerprint(s.Signer.Cert))
 }
 
 // State is the current authority.
-func (is *Issuer) State() *pki.State { return is.state.Load() }
+func (is *Issuer) State() *pki.State {
+	if a := is.state.Load(); a != nil {
+		return a.st
+	}
+	return nil
+}
+
+// authority is a state with the PEM every response carries, encoded once
+// per CA rotation instead of once per certificate.
+type authority struct {
+	st     *pki.State
+	bundle []byte // the roots
+	chain  []byte // the signing CA and intermediates, root excluded
+}
+
+func newAuthority(st *pki.State) *authority {
+	return &authority{st: st, bundle: st.Bundle(), chain: pki.EncodeCerts(st.Chain...)}
+}
+
+// chainPEM is the leaf's PEM followed by the signing chain's.
+func (a *authority) chainPEM(leaf []byte) []byte {
+	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf})
+	return append(out[:len(out):len(out)], a.chain...)
+}
 
 // refusal is an error with an HTTP status and a metric reason.
 type refusal struct {
@@ -158,8 +183,13 @@ func refuse(status int, reason string, format string, args ...any) error {
 func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == certsapi.BundlePath && r.Method == http.MethodGet:
+		a := is.state.Load()
+		if a == nil {
+			http.Error(w, "no certificate authority loaded yet", http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-pem-file")
-		_, _ = w.Write(is.State().Bundle())
+		_, _ = w.Write(a.bundle)
 	case r.URL.Path == certsapi.SignPath && r.Method == http.MethodPost:
 		start := is.cfg.Clock.Now()
 		resp, err := is.handleSign(r)
@@ -233,17 +263,20 @@ func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignReques
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
-	st := is.State()
-	chain, err := st.Sign(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
+	a := is.state.Load()
+	if a == nil {
+		return nil, refuse(http.StatusServiceUnavailable, "no_authority", "no certificate authority loaded yet")
+	}
+	leaf, validity, err := a.st.SignDER(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
 	if errors.Is(err, pki.ErrBadCSR) {
 		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	is.recordValidity(ctx, pod, chain[0])
-	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", chain[0].NotAfter)
-	return &certsapi.SignResponse{Chain: pki.EncodeCerts(chain...), Bundle: st.Bundle(), SPIFFEID: id.String()}, nil
+	is.recordValidity(ctx, pod, validity)
+	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
+	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.

@@ -2,7 +2,6 @@ package issuer
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/internal/pki"
 )
 
 // recordTimeout bounds the patch that records a certificate's validity:
@@ -24,12 +24,12 @@ const recordTimeout = 5 * time.Second
 // certificate. A failure is logged and counted, never returned: the pod
 // has its certificate either way. Only dates leave here, never the
 // certificate or a key.
-func (is *Issuer) recordValidity(ctx context.Context, pod *corev1.Pod, leaf *x509.Certificate) {
+func (is *Issuer) recordValidity(ctx context.Context, pod *corev1.Pod, v pki.Validity) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid": pod.UID,
 		"annotations": map[string]string{
-			wellknown.AnnotationIdentityNotBefore: leaf.NotBefore.UTC().Format(time.RFC3339),
-			wellknown.AnnotationIdentityNotAfter:  leaf.NotAfter.UTC().Format(time.RFC3339),
+			wellknown.AnnotationIdentityNotBefore: v.NotBefore.UTC().Format(time.RFC3339),
+			wellknown.AnnotationIdentityNotAfter:  v.NotAfter.UTC().Format(time.RFC3339),
 		},
 	}})
 	if err == nil {
@@ -40,6 +40,6 @@ func (is *Issuer) recordValidity(ctx context.Context, pod *corev1.Pod, leaf *x50
 	}
 	if err != nil {
 		is.recordFailed.Inc()
-		is.log.Warn("failed to record the certificate's expiry on its pod", "pod", pod.Namespace+"/"+pod.Name, "notAfter", leaf.NotAfter, "err", err)
+		is.log.Warn("failed to record the certificate's expiry on its pod", "pod", pod.Namespace+"/"+pod.Name, "notAfter", v.NotAfter, "err", err)
 	}
 }
