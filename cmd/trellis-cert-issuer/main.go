@@ -57,6 +57,7 @@ func run(ctx context.Context) error {
 	if err := is.WatchSecret(ctx, client, *namespace, *secret, time.Minute); err != nil {
 		return err
 	}
+	go is.RecordValidities(ctx, 4)
 	f.Start(ctx.Done())
 
 	serving := is.NewServing(spiffeid.RequireFromSegments(td, "ns", *namespace, "sa", "trellis-cert-issuer"),

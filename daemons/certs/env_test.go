@@ -167,6 +167,7 @@ func newEnv(t testing.TB, ttl time.Duration) *env {
 		TrustDomain: td, TTL: ttl, Client: e.c, Pods: lister,
 		AgentUsernames: []string{"system:serviceaccount:trellis-system:trellis-cert-agent"},
 	}, nil)
+	go e.is.RecordValidities(ictx, 4) // as cmd/trellis-cert-issuer runs it
 	if err := e.is.WatchSecret(ictx, e.c, "trellis-system", "trellis-ca", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,9 @@ type Config struct {
 type Issuer struct {
 	cfg   Config
 	state atomic.Pointer[authority]
-	log   *slog.Logger
+	// recorder, while RecordValidities runs, takes the validity records.
+	recorder atomic.Pointer[recorder]
+	log      *slog.Logger
 
 	mu       sync.Mutex
 	reviews  map[[32]byte]review
@@ -80,6 +82,8 @@ type Issuer struct {
 	refused      *prometheus.CounterVec
 	latency      prometheus.Histogram
 	recordFailed prometheus.Counter
+	recorded     prometheus.Counter
+	records      atomic.Int64
 }
 
 type review struct {
@@ -115,6 +119,8 @@ func New(cfg Config, state *pki.State) *Issuer {
 			[]string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "trellis_cert_issuer_sign_seconds", Help: "Time to answer a sign request.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		recorded: prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_cert_issuer_records_total",
+			Help: "Validity records written onto pods (one per pod at a time: the newest certificate's)."}),
 		recordFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "trellis_cert_issuer_record_failures_total",
 			Help: "Certificates issued whose expiry could not be recorded on their pod."}),
 	}
@@ -126,7 +132,7 @@ func New(cfg Config, state *pki.State) *Issuer {
 
 // Collectors are the issuer's metrics.
 func (is *Issuer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{is.issued, is.refused, is.latency, is.recordFailed}
+	return []prometheus.Collector{is.issued, is.refused, is.latency, is.recorded, is.recordFailed}
 }
 
 // SetState replaces the authority (CA rotation); requests in flight finish
@@ -138,6 +144,9 @@ func (is *Issuer) SetState(s *pki.State) {
 	is.state.Store(newAuthority(s))
 	is.log.Info("certificate authority updated", "roots", len(s.Roots), "signer", pki.Fingerprint(s.Signer.Cert))
 }
+
+// Records is how many validity records were written onto pods.
+func (is *Issuer) Records() int64 { return is.records.Load() }
 
 // State is the current authority.
 func (is *Issuer) State() *pki.State {
@@ -274,7 +283,7 @@ func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignReques
 	if err != nil {
 		return nil, err
 	}
-	is.recordValidity(ctx, pod, validity)
+	is.record(ctx, pod, validity)
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
 	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, nil
 }
