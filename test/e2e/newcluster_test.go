@@ -23,9 +23,8 @@ import (
 // up creates a cluster that did not exist, so no pod can run until the
 // addons bring the network up. The suite's own cluster is reused run after
 // run (and CI's starts from a snapshot that holds it), so only this test
-// sees a new one. A console step that waited for its sign-in provider
-// before the addons hung here until its timeout (found by a cold
-// `make local`, 2026-11-28).
+// sees a new one: a step that waits for a pod before the addons step
+// hangs here until its timeout.
 func TestLocalUpNewCluster(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
