@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,7 +105,10 @@ func (b *browser) measure(name string) {
 	}
 }
 
-// waitText waits until sel's text is want.
+// waitText waits until sel's text is want. It reads the text in the page
+// with one script per poll, not through a DOM node id: a live page
+// replaces its content while the test waits, and an id chromedp had
+// resolved would then name no node ("No node with given id found").
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		deadline := time.Now().Add(20 * time.Second)
@@ -112,16 +116,24 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 		if dl, ok := ctx.Deadline(); ok && dl.Add(-time.Second).Before(deadline) {
 			deadline = dl.Add(-time.Second)
 		}
+		q, err := json.Marshal(sel)
+		if err != nil {
+			return err
+		}
+		expr := `(e => e ? (e.innerText || e.textContent || "").trim() : null)(document.querySelector(` + string(q) + `))`
 		for {
-			got, err := chromedp.Text(chromedp.CSS(sel))(ctx, tg)
+			got, err := chromedp.Evaluate[*string](expr)(ctx, tg)
 			if err != nil {
 				return err
 			}
-			if got == want {
+			if got != nil && *got == want {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s says %q, want %q", sel, got, want)
+				if got == nil {
+					return fmt.Errorf("no %s on the page, want one saying %q", sel, want)
+				}
+				return fmt.Errorf("%s says %q, want %q", sel, *got, want)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
