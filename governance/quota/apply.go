@@ -72,16 +72,18 @@ func applyQuota(ctx context.Context, c kubernetes.Interface, ns string, hard map
 	if len(schedule) > 0 {
 		b, err := json.Marshal(schedule)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to encode the schedule of ResourceQuota %s: %w", Name, err)
 		}
 		rq.Annotations = map[string]string{AnnotationSchedule: string(b)}
 	}
 	b, err := json.Marshal(rq)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode ResourceQuota %s: %w", Name, err)
 	}
-	_, err = c.CoreV1().ResourceQuotas(ns).Patch(ctx, Name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)})
-	return err
+	if _, err := c.CoreV1().ResourceQuotas(ns).Patch(ctx, Name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)}); err != nil {
+		return fmt.Errorf("failed to apply ResourceQuota %s: %w", Name, err)
+	}
+	return nil
 }
 
 // ApplyDue applies, in every Trellis quota with a schedule, the step in
@@ -91,7 +93,7 @@ func applyQuota(ctx context.Context, c kubernetes.Interface, ns string, hard map
 func ApplyDue(ctx context.Context, c kubernetes.Interface, now time.Time) ([]string, error) {
 	l, err := c.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + Name})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list ResourceQuotas named %s: %w", Name, err)
 	}
 	var changed []string
 	var errs []error
@@ -151,7 +153,7 @@ type Alert struct {
 func Check(ctx context.Context, c kubernetes.Interface, threshold float64) ([]Alert, error) {
 	l, err := c.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + Name})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list ResourceQuotas named %s: %w", Name, err)
 	}
 	var out []Alert
 	for _, rq := range l.Items {
@@ -205,12 +207,13 @@ func Notify(ctx context.Context, url string, alerts []Alert, forecasts []Forecas
 	text := fmt.Sprintf("%d namespace quotas past their threshold, %d forecast to run out", len(alerts), len(forecasts))
 	b, err := json.Marshal(map[string]any{"text": text, "alerts": alerts, "forecasts": forecasts})
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the quota alerts: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to make the webhook request: %w", err)
 	}
+
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -203,8 +203,9 @@ type ForecastAlert struct {
 func CheckForecasts(ctx context.Context, c kubernetes.Interface, h History, lead time.Duration, opts forecast.Options, now time.Time) ([]ForecastAlert, error) {
 	l, err := c.CoreV1().ResourceQuotas(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + Name})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list ResourceQuotas named %s: %w", Name, err)
 	}
+
 	var out []ForecastAlert
 	for _, rq := range l.Items {
 		var steps []Step

@@ -9,7 +9,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"sort"
@@ -42,7 +44,7 @@ type Sample struct {
 func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Sample, error) {
 	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list namespaces: %w", err)
 	}
 	usage := map[string]map[corev1.ResourceName]resource.Quantity{}
 	for _, ns := range nss.Items {
@@ -62,7 +64,7 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 	one := *resource.NewQuantity(1, resource.DecimalSI)
 	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list pods in all namespaces: %w", err)
 	}
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -78,28 +80,28 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 	}
 	cms, err := c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list configmaps in all namespaces: %w", err)
 	}
 	for _, o := range cms.Items {
 		add(o.Namespace, "count/configmaps", one)
 	}
 	secrets, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list secrets in all namespaces: %w", err)
 	}
 	for _, o := range secrets.Items {
 		add(o.Namespace, "count/secrets", one)
 	}
 	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list services in all namespaces: %w", err)
 	}
 	for _, o := range svcs.Items {
 		add(o.Namespace, "count/services", one)
 	}
 	pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to list persistentvolumeclaims in all namespaces: %w", err)
 	}
 	for _, o := range pvcs.Items {
 		add(o.Namespace, "count/persistentvolumeclaims", one)
@@ -123,28 +125,32 @@ type Store struct {
 func (s Store) Append(samples []Sample) error {
 	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to open the sample store %s: %w", s.Path, err)
 	}
 	enc := json.NewEncoder(f)
 	for _, smp := range samples {
 		if err := enc.Encode(smp); err != nil {
 			f.Close()
-			return err
+			return fmt.Errorf("failed to append the sample of namespace %s to %s: %w", smp.Namespace, s.Path, err)
 		}
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("failed to close the sample store %s: %w", s.Path, err)
+	}
+	return nil
 }
 
 // Load reads the samples newer than now - Retention (all when Retention
 // is 0).
 func (s Store) Load(now time.Time) ([]Sample, error) {
 	f, err := os.Open(s.Path)
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to open the sample store %s: %w", s.Path, err)
 	}
+
 	defer f.Close()
 	var out []Sample
 	sc := bufio.NewScanner(f)

@@ -86,10 +86,12 @@ func RunPlan(ctx context.Context, opts PlanOptions, now time.Time, out, errw io.
 	}
 	b, err := yaml.Marshal(p)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the quota plan: %w", err)
 	}
-	_, err = out.Write(b)
-	return err
+	if _, err := out.Write(b); err != nil {
+		return fmt.Errorf("failed to write the quota plan: %w", err)
+	}
+	return nil
 }
 
 func peakSamples(ctx context.Context, opts PlanOptions, now time.Time) ([]Sample, error) {
@@ -147,7 +149,7 @@ func ReadPlan(path string) (Plan, error) {
 	var p Plan
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return p, err
+		return p, fmt.Errorf("failed to read quota plan %s: %w", path, err)
 	}
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
 		return p, fmt.Errorf("%s: %w", path, err)
@@ -232,8 +234,9 @@ func RunReport(ctx context.Context, opts ReportOptions, now time.Time, out io.Wr
 	if filepath.Ext(opts.Out) == ".json" {
 		b, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to encode the forecast report of %s %s: %w", ns, res, err)
 		}
+
 		return os.WriteFile(opts.Out, append(b, '\n'), 0o644)
 	}
 	if err := r.Save(opts.Out); err != nil {

@@ -32,7 +32,7 @@ func imageIDs(ctx context.Context, images []string) (map[string]string, error) {
 func save(ctx context.Context, images []string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "trellis-load-")
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("failed to make a directory for the image archive: %w", err)
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
 	archive := filepath.Join(dir, "images.tar")
@@ -54,7 +54,7 @@ func stream(ctx context.Context, images []string, consume func(io.Reader) error)
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to pipe docker save: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("docker save: %w", err)
@@ -113,7 +113,7 @@ $ctr images ls | awk 'NR > 1 { have[$1] = 1 }
 func loadInto(n nodes.Node, archive string, imgs []string, ids, had map[string]string) error {
 	f, err := os.Open(archive)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to open image archive %s for node %s: %w", archive, n.String(), err)
 	}
 	defer f.Close()
 	if err := importArchive(n, f); err != nil {
@@ -131,8 +131,9 @@ func record(n nodes.Node, imgs []string, ids, had map[string]string) error {
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the loaded images of node %s: %w", n.String(), err)
 	}
+
 	if err := n.Command("sh", "-c", "cat > "+loadedFile).SetStdin(bytes.NewReader(data)).Run(); err != nil {
 		return fmt.Errorf("record loaded images in %s: %w", n.String(), err)
 	}

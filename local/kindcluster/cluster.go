@@ -54,9 +54,10 @@ func (c *Cluster) Exists() (bool, error) {
 // for nodes to be Ready (they are not until the CNI, netd, is installed).
 func (c *Cluster) Create(cfg *v1alpha4.Cluster, image string) error {
 	if err := os.MkdirAll(filepath.Dir(c.Kubeconfig), 0o700); err != nil {
-		return err
+		return fmt.Errorf("failed to create the kubeconfig directory of cluster %s: %w", c.Name, err)
 	}
 	err := c.provider.Create(c.Name,
+
 		cluster.CreateWithV1Alpha4Config(cfg),
 		cluster.CreateWithNodeImage(image),
 		cluster.CreateWithKubeconfigPath(c.Kubeconfig),

@@ -83,7 +83,7 @@ admin.enableServer=false
 func BuildImages(ctx context.Context, images []string, binDir string, o nodeimage.Options) ([]string, error) {
 	work, err := os.MkdirTemp("", "trellis-images-")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to make a directory for the image builds: %w", err)
 	}
 	defer os.RemoveAll(work)
 	for _, img := range images {
@@ -100,7 +100,7 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 		}
 		dir := filepath.Join(work, base)
 		if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to create the build context of image %s: %w", img, err)
 		}
 		copies, src, build := "", binDir, "make build"
 		if fromKarmada[base] {
@@ -126,7 +126,7 @@ func BuildImages(ctx context.Context, images []string, binDir string, o nodeimag
 		}
 		dockerfile := fmt.Sprintf("FROM %s\nLABEL %s\nCOPY tmp /tmp\n%sENTRYPOINT [\"/%s\"]\n", from, runtimeLabel, copies, bin)
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to write the Dockerfile of image %s: %w", img, err)
 		}
 		if err := docker(ctx, "build", "-q", "-t", img, dir); err != nil {
 			return nil, err
@@ -152,15 +152,15 @@ func buildZooKeeper(ctx context.Context, img, work string, o nodeimage.Options) 
 	}
 	dir := filepath.Join(work, "zookeeper")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create the build context of image %s: %w", img, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(zooCfg), 0o644); err != nil {
-		return err
+		return fmt.Errorf("failed to write zoo.cfg for image %s: %w", img, err)
 	}
 	// Debian's /var/lib/zookeeper/myid holds placeholder text: a fresh
 	// data directory instead.
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create the data directory for image %s: %w", img, err)
 	}
 	dockerfile := fmt.Sprintf(`FROM %s
 LABEL %s
@@ -169,7 +169,7 @@ COPY data /data
 ENTRYPOINT ["java", "-Xmx256m", "-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/etc/zookeeper/trellis/zoo.cfg"]
 `, base, runtimeLabel)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		return err
+		return fmt.Errorf("failed to write the Dockerfile of image %s: %w", img, err)
 	}
 	return docker(ctx, "build", "-q", "-t", img, dir)
 }
@@ -181,9 +181,13 @@ func link(src, dst string) error {
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to read %s to copy it: %w", src, err)
 	}
-	return os.WriteFile(dst, data, 0o755)
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return fmt.Errorf("failed to copy %s into the build context: %w", src, err)
+	}
+	return nil
+
 }
 
 func docker(ctx context.Context, args ...string) error {

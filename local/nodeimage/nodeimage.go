@@ -121,11 +121,14 @@ func Name(o Options) (string, error) {
 			return err
 		}
 		data, err := kindBase.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("failed to read embedded kind base file %s: %w", p, err)
+		}
 		fmt.Fprintf(h, "%s %x\n", p, sha256.Sum256(data))
-		return err
+		return nil
 	})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("failed to hash the embedded kind base files: %w", err)
 	}
 	return "trellis.local/kind-node:" + o.KubernetesVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
@@ -145,8 +148,10 @@ func hashFile(h io.Writer, p string) error {
 	}
 	defer f.Close()
 	fmt.Fprintf(h, "%s ", filepath.Base(p))
-	_, err = io.Copy(h, f)
-	return err
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("failed to hash node image input %s: %w", p, err)
+	}
+	return nil
 }
 
 // Exists reports whether the local Docker engine has the image.
@@ -201,7 +206,7 @@ func (b *builder) build(ctx context.Context) error {
 	}
 	b.work, err = os.MkdirTemp(b.o.Cache, "node-image-")
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to make a work directory under %s: %w", b.o.Cache, err)
 	}
 	defer os.RemoveAll(b.work)
 	stage := filepath.Join(b.work, "rootfs")
@@ -258,7 +263,7 @@ func Rootfs(ctx context.Context, o Options, packages []string) (string, error) {
 	tmp := dir + ".tmp"
 	_ = os.RemoveAll(tmp)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
+		return "", fmt.Errorf("failed to create the rootfs cache %s: %w", filepath.Dir(dir), err)
 	}
 	o.Log.Info("debootstrap: building a rootfs (once)", "suite", o.Suite, "packages", strings.Join(packages, ","), "dir", dir)
 	if err := run(ctx, nil, "debootstrap", "--variant=minbase", "--include="+strings.Join(packages, ","), o.Suite, tmp, o.Mirror); err != nil {
@@ -267,7 +272,7 @@ func Rootfs(ctx context.Context, o Options, packages []string) (string, error) {
 	// Package caches are not part of an image.
 	_ = os.RemoveAll(filepath.Join(tmp, "var/cache/apt/archives"))
 	if err := os.WriteFile(filepath.Join(tmp, ".trellis-complete"), nil, 0o644); err != nil {
-		return "", err
+		return "", fmt.Errorf("failed to mark rootfs %s complete: %w", tmp, err)
 	}
 	_ = os.RemoveAll(dir)
 	return dir, os.Rename(tmp, dir)
@@ -289,7 +294,7 @@ func (b *builder) configure(ctx context.Context, root string) error {
 		}
 		data, err := kindBase.ReadFile(p)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to read embedded kind base file %s: %w", p, err)
 		}
 		mode := os.FileMode(0o644)
 		if strings.HasPrefix(rel, "/usr/local/bin/") || strings.HasPrefix(rel, "/kind/bin/") {
@@ -302,7 +307,7 @@ func (b *builder) configure(ctx context.Context, root string) error {
 		return os.WriteFile(dst, data, mode)
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to copy kind's base files into rootfs %s: %w", root, err)
 	}
 	for _, bin := range []string{"kubelet", "kubeadm", "kubectl"} {
 		if err := copyFile(filepath.Join(o.KubeBin, bin), filepath.Join(root, "usr/bin", bin), 0o755); err != nil {
@@ -322,11 +327,11 @@ func (b *builder) configure(ctx context.Context, root string) error {
 	for l, target := range links {
 		dst := filepath.Join(root, l)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
+			return fmt.Errorf("failed to create directory for link %s: %w", dst, err)
 		}
 		_ = os.Remove(dst)
 		if err := os.Symlink(target, dst); err != nil {
-			return err
+			return fmt.Errorf("failed to link %s to %s: %w", dst, target, err)
 		}
 	}
 	files := map[string]string{
@@ -339,10 +344,10 @@ func (b *builder) configure(ctx context.Context, root string) error {
 	for p, content := range files {
 		dst := filepath.Join(root, p)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
+			return fmt.Errorf("failed to create directory for node file %s: %w", dst, err)
 		}
 		if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
-			return err
+			return fmt.Errorf("failed to write node file %s: %w", dst, err)
 		}
 	}
 	if err := appendFile(filepath.Join(root, "etc/systemd/journald.conf"), "ReadKMsg=no\n"); err != nil {
@@ -357,7 +362,7 @@ func (b *builder) configure(ctx context.Context, root string) error {
 		matches, _ := filepath.Glob(filepath.Join(root, glob))
 		for _, m := range matches {
 			if err := os.RemoveAll(m); err != nil {
-				return err
+				return fmt.Errorf("failed to disable systemd unit %s: %w", m, err)
 			}
 		}
 	}
@@ -401,7 +406,7 @@ func criBaseSpec(ctx context.Context, root string) error {
 	spec["hooks"] = hooks
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode containerd's cri-base spec: %w", err)
 	}
 	return os.WriteFile(filepath.Join(root, "etc/containerd/cri-base.json"), data, 0o644)
 }
@@ -433,7 +438,7 @@ func (b *builder) images(ctx context.Context) (string, error) {
 	for _, i := range list {
 		dir := filepath.Join(b.work, "img-"+path.Base(strings.Split(i.name, ":")[0]))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", err
+			return "", fmt.Errorf("failed to create build context for image %s: %w", i.name, err)
 		}
 		if err := copyFile(i.bin, filepath.Join(dir, "bin"), 0o755); err != nil {
 			return "", err
@@ -443,12 +448,12 @@ func (b *builder) images(ctx context.Context) (string, error) {
 		dockerfile := fmt.Sprintf("FROM %s\nCOPY bin %s\nENTRYPOINT [%q]\n", i.from, i.entry, i.entry)
 		if i.from == "scratch" {
 			if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777); err != nil {
-				return "", err
+				return "", fmt.Errorf("failed to create /tmp for image %s: %w", i.name, err)
 			}
 			dockerfile = fmt.Sprintf("FROM scratch\nCOPY tmp /tmp\nCOPY bin %s\nENTRYPOINT [%q]\n", i.entry, i.entry)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-			return "", err
+			return "", fmt.Errorf("failed to write the Dockerfile for image %s: %w", i.name, err)
 		}
 		b.o.Log.Info("building image", "image", i.name)
 		if err := run(ctx, nil, "docker", "build", "-q", "-t", i.name, dir); err != nil {
@@ -481,7 +486,7 @@ func (b *builder) commit(ctx context.Context, base, archive string) error {
 	}
 	f, err := os.Open(archive)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to open image archive %s: %w", archive, err)
 	}
 	defer f.Close()
 	b.o.Log.Info("importing the images into the node's containerd")
@@ -517,10 +522,10 @@ func (b *builder) commit(ctx context.Context, base, archive string) error {
 	// on Docker 20.10, a build can.
 	dir := filepath.Join(b.work, "final")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create the final build context %s: %w", dir, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+committed+"\nSTOPSIGNAL SIGRTMIN+3\n"), 0o644); err != nil {
-		return err
+		return fmt.Errorf("failed to write the final Dockerfile in %s: %w", dir, err)
 	}
 	return run(ctx, nil, "docker", "build", "-q", "-t", b.name, dir)
 }
@@ -557,31 +562,37 @@ func run(ctx context.Context, stdout io.Writer, name string, args ...string) err
 func copyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to open %s to copy it: %w", src, err)
 	}
 	defer in.Close()
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create directory for %s: %w", dst, err)
 	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create %s: %w", dst, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return err
+		return fmt.Errorf("failed to copy %s to %s: %w", src, dst, err)
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("failed to close %s: %w", dst, err)
+	}
+	return nil
 }
 
 func appendFile(p, s string) error {
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to open %s to append: %w", p, err)
 	}
 	if _, err := f.WriteString(s); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("failed to append to %s: %w", p, err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("failed to close %s: %w", p, err)
+	}
+	return nil
 }

@@ -25,7 +25,7 @@ func WriteAtomic(dir string, files map[string][]byte, modes map[string]os.FileMo
 		return fmt.Errorf("failed to create a version dir in %s: %w", dir, err)
 	}
 	if err := os.Chmod(ver, 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to make version dir %s readable: %w", ver, err)
 	}
 	for name, data := range files {
 		mode := modes[name]
@@ -41,7 +41,7 @@ func WriteAtomic(dir string, files map[string][]byte, modes map[string]os.FileMo
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(filepath.Base(ver), tmpLink); err != nil {
 		_ = os.RemoveAll(ver)
-		return err
+		return fmt.Errorf("failed to link %s to %s: %w", tmpLink, filepath.Base(ver), err)
 	}
 	old, _ := os.Readlink(filepath.Join(dir, dataLink))
 	if err := os.Rename(tmpLink, filepath.Join(dir, dataLink)); err != nil {
@@ -55,8 +55,9 @@ func WriteAtomic(dir string, files map[string][]byte, modes map[string]os.FileMo
 		}
 		_ = os.Remove(link)
 		if err := os.Symlink(filepath.Join(dataLink, name), link); err != nil {
-			return err
+			return fmt.Errorf("failed to link %s into %s: %w", name, dir, err)
 		}
+
 	}
 	if old != "" && old != filepath.Base(ver) && strings.HasPrefix(old, "..v-") {
 		_ = os.RemoveAll(filepath.Join(dir, old))

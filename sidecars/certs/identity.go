@@ -44,7 +44,7 @@ func Load(dir string) (*Identity, error) {
 func loadFrom(dir string) (*Identity, error) {
 	keyPEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityKeyFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the identity key in %s: %w", dir, err)
 	}
 	key, err := pki.ParseKey(keyPEM)
 	if err != nil {
@@ -52,7 +52,7 @@ func loadFrom(dir string) (*Identity, error) {
 	}
 	certPEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityCertFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the identity certificate in %s: %w", dir, err)
 	}
 	chain, err := pki.ParseCerts(certPEM)
 	if err != nil {
@@ -60,8 +60,9 @@ func loadFrom(dir string) (*Identity, error) {
 	}
 	bundlePEM, err := os.ReadFile(filepath.Join(dir, wellknown.IdentityBundleFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the trust bundle in %s: %w", dir, err)
 	}
+
 	roots, err := pki.ParseCerts(bundlePEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", wellknown.IdentityBundleFile, err)

@@ -216,7 +216,7 @@ func (s *Sidecar) refreshBundle(ctx context.Context) error {
 func (s *Sidecar) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to make the agent request %s %s: %w", method, path, err)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -225,8 +225,9 @@ func (s *Sidecar) call(ctx context.Context, method, path string, body []byte) ([
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read the agent's answer to %s %s: %w", method, path, err)
 	}
+
 	if resp.StatusCode != http.StatusOK {
 		var e certsapi.Error
 		_ = json.Unmarshal(out, &e)
