@@ -99,14 +99,15 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	clear(s.absent)
 	t := s.cfg.Clock.NewTicker(s.cfg.Interval)
 	defer t.Stop()
+	at := s.cfg.Clock.Now()
 	for {
-		if err := s.Sweep(ctx); err != nil {
+		if err := s.sweep(ctx, at); err != nil {
 			s.log.Warn("sweep failed; will retry", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C():
+		case at = <-t.C():
 		}
 	}
 }
@@ -116,7 +117,13 @@ func (s *Sweeper) Run(ctx context.Context) error {
 // (resourceVersion 0); one ZooKeeper children read per serverset that
 // holds a True pod, plus one read per member znode not seen before; a
 // pods/status patch per pod that turns False.
-func (s *Sweeper) Sweep(ctx context.Context) error {
+func (s *Sweeper) Sweep(ctx context.Context) error { return s.sweep(ctx, s.cfg.Clock.Now()) }
+
+// sweep is a pass dated at: absences are timed from the ticks that found
+// them, not from when a pass's reads came back. A pass whose LIST or
+// ZooKeeper reads ran slow (a loaded node) would otherwise date an
+// absence late and let the grace end up to one interval after it should.
+func (s *Sweeper) sweep(ctx context.Context, at time.Time) error {
 	pods, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: wellknown.LabelService, ResourceVersion: "0"})
 	if err != nil {
 		return fmt.Errorf("failed to list pods labelled %s: %w", wellknown.LabelService, err)
@@ -150,7 +157,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 		}
 		dirs[dir] = ends
 	}
-	now := s.cfg.Clock.Now()
+	now := at
 	keep := make(map[types.UID]bool, len(cands))
 	for _, c := range cands {
 		keep[c.pod.UID] = true
