@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +149,22 @@ func removeFleet(t *testing.T) {
 	if _, err := cs.AppsV1().StatefulSets("trellis-system").Get(ctx, "karmada-apiserver", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("statefulset karmada-apiserver after local up without --fleet: %v, want it pruned", err)
 	}
+	// Pruned objects leave pods terminating, and the scheduler still
+	// counts their CPU: on a control-plane node requested ~90% at rest,
+	// the next test's pods stay Pending until they are gone.
+	eventually(t, "Karmada's pods gone after the prune", 3*time.Minute, func() (bool, string) {
+		pods, err := cs.CoreV1().Pods("trellis-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "karmada-") && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				left = append(left, p.Name)
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 	_ = cs.CoreV1().Namespaces().Delete(ctx, "karmada-cluster", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
 	_ = cs.RbacV1().ClusterRoles().Delete(ctx, "trellis-fleet:karmada-controller-manager", metav1.DeleteOptions{})
