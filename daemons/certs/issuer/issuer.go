@@ -170,8 +170,7 @@ func newAuthority(st *pki.State) *authority {
 
 // chainPEM is the leaf's PEM followed by the signing chain's.
 func (a *authority) chainPEM(leaf []byte) []byte {
-	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf})
-	return append(out[:len(out):len(out)], a.chain...)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf}), a.chain...)
 }
 
 // refusal is an error with an HTTP status and a metric reason.
