@@ -119,11 +119,11 @@ func (s *Sweeper) Run(ctx context.Context) error {
 // pods/status patch per pod that turns False.
 func (s *Sweeper) Sweep(ctx context.Context) error { return s.sweep(ctx, s.cfg.Clock.Now()) }
 
-// sweep is a pass dated at: absences are timed from the ticks that found
+// sweep is a pass dated now: absences are timed from the ticks that found
 // them, not from when a pass's reads came back. A pass whose LIST or
 // ZooKeeper reads ran slow (a loaded node) would otherwise date an
 // absence late and let the grace end up to one interval after it should.
-func (s *Sweeper) sweep(ctx context.Context, at time.Time) error {
+func (s *Sweeper) sweep(ctx context.Context, now time.Time) error {
 	pods, err := s.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: wellknown.LabelService, ResourceVersion: "0"})
 	if err != nil {
 		return fmt.Errorf("failed to list pods labelled %s: %w", wellknown.LabelService, err)
@@ -157,7 +157,6 @@ func (s *Sweeper) sweep(ctx context.Context, at time.Time) error {
 		}
 		dirs[dir] = ends
 	}
-	now := at
 	keep := make(map[types.UID]bool, len(cands))
 	for _, c := range cands {
 		keep[c.pod.UID] = true
