@@ -3,6 +3,8 @@ package logshipper
 import (
 	"bytes"
 	"cmp"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -262,7 +264,9 @@ func (s *Shipper) resume(dir string, e entry, p Position, pod []string, ctr stri
 	if p.Offset <= e.size && f.headMatches() {
 		f.pos = p.Offset
 		f.size = max(f.size, e.size)
+		s.log.Info("resuming a generation from its checkpoint", "file", filepath.Join(dir, e.name), "generation", p.Key, "offset", p.Offset, "size", e.size)
 	} else {
+		s.log.Info("a generation of the checkpoint changed while the shipper was down", "file", filepath.Join(dir, e.name), "generation", p.Key, "offset", p.Offset, "size", e.size)
 		// Truncated and rewritten while we were down (the lines after
 		// our position are in the copy), or the inode now holds another
 		// file (the generation is gone).
@@ -504,13 +508,19 @@ func (f *file) captureHead() bool {
 }
 
 // headMatches reports whether the file still starts with the bytes it
-// started with when first read.
+// started with when first read. A file now shorter than its head does not:
+// a generation only grows, so it was truncated (to nothing, or to a new
+// generation's first short line). Only a failed read, which says nothing
+// either way, counts as a match.
 func (f *file) headMatches() bool {
 	if len(f.head) == 0 {
 		return true
 	}
 	var buf [headLen]byte // on the stack: every read checks
 	cur := buf[:len(f.head)]
-	n, _ := f.f.ReadAt(cur, 0)
-	return n < len(f.head) || bytes.Equal(cur, f.head)
+	n, err := f.f.ReadAt(cur, 0)
+	if n < len(f.head) {
+		return err != nil && !errors.Is(err, io.EOF)
+	}
+	return bytes.Equal(cur, f.head)
 }
