@@ -97,13 +97,16 @@ func serve(port, mtlsPort int) error {
 // loadCert reads the identity the certificate sidecar keeps fresh.
 func loadCert() (*tls.Certificate, error) {
 	c, err := tls.LoadX509KeyPair(filepath.Join(wellknown.PathIdentity, wellknown.IdentityCertFile), filepath.Join(wellknown.PathIdentity, wellknown.IdentityKeyFile))
-	return &c, err
+	if err != nil {
+		return nil, fmt.Errorf("load the identity from %s: %w", wellknown.PathIdentity, err)
+	}
+	return &c, nil
 }
 
 func loadRoots() (*x509.CertPool, error) {
 	pem, err := os.ReadFile(filepath.Join(wellknown.PathIdentity, wellknown.IdentityBundleFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the trust bundle: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
@@ -142,7 +145,7 @@ func client(mode, target string) error {
 				for i, r := range raw {
 					c, err := x509.ParseCertificate(r)
 					if err != nil {
-						return err
+						return fmt.Errorf("parse the peer's certificate %d: %w", i, err)
 					}
 					certs[i] = c
 				}
@@ -151,7 +154,7 @@ func client(mode, target string) error {
 					inter.AddCert(c)
 				}
 				if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
-					return err
+					return fmt.Errorf("verify the peer %s: %w", uris(certs[0]), err)
 				}
 				peer = uris(certs[0])
 				return nil
@@ -162,11 +165,13 @@ func client(mode, target string) error {
 	}
 	resp, err := hc.Get(url)
 	if err != nil {
-		return err
+		return fmt.Errorf("get %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	_, err = io.Copy(os.Stdout, resp.Body)
-	return err
+	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+		return fmt.Errorf("read the answer of %s: %w", url, err)
+	}
+	return nil
 }
 
 // tick logs "tick N" every interval; on SIGTERM it logs "tick N final"

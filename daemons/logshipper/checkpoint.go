@@ -2,7 +2,9 @@ package logshipper
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/trellis-dev/trellis/internal/fsync"
@@ -47,11 +49,11 @@ type checkpoint struct {
 func loadCheckpoint(path string) (map[string]Position, error) {
 	out := map[string]Position{}
 	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the checkpoint: %w", err)
 	}
 	var c checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
@@ -75,7 +77,7 @@ func saveCheckpoint(path string, positions map[string]Position) error {
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the checkpoint %s: %w", path, err)
 	}
 	return fsync.Replace(path, b, 0o600)
 }

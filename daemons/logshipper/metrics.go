@@ -1,6 +1,8 @@
 package logshipper
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,7 +44,7 @@ func (s *Shipper) Register(reg prometheus.Registerer) error {
 		func() float64 { return s.CheckpointAge().Seconds() })
 	for _, c := range append(s.metrics.collectors, age) {
 		if err := reg.Register(c); err != nil {
-			return err
+			return fmt.Errorf("register the log shipper's metrics: %w", err)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -178,7 +179,7 @@ func New(cfg Config) (*Shipper, error) {
 		return nil, err
 	}
 	s := &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: map[uint64]Position{}, done: map[uint64]Position{},
-		acked: map[string]Position{}, firstRun: os.IsNotExist(statErr), nextSeq: 1,
+		acked: map[string]Position{}, firstRun: errors.Is(statErr, fs.ErrNotExist), nextSeq: 1,
 		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}
 	for _, p := range saved {
 		// One generation per inode: of two (a checkpoint written before

@@ -30,7 +30,7 @@ const capSysResource = 24
 func Needed() (bool, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("read this process's capabilities: %w", err)
 	}
 	defer f.Close()
 	return neededFrom(f)
@@ -50,7 +50,7 @@ func neededFrom(r interface{ Read([]byte) (int, error) }) (bool, error) {
 		return mask&(1<<capSysResource) == 0, nil
 	}
 	if err := sc.Err(); err != nil {
-		return false, err
+		return false, fmt.Errorf("read /proc/self/status: %w", err)
 	}
 	return false, fmt.Errorf("no CapBnd line in /proc/self/status")
 }
@@ -138,7 +138,7 @@ func dropCaps(process map[string]any) {
 func editJSON(path string, fn func(map[string]any)) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the runc file to edit: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -149,15 +149,18 @@ func editJSON(path string, fn func(map[string]any)) error {
 	fn(doc)
 	out, err := json.Marshal(doc)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the edited %s: %w", path, err)
 	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("stat the runc file to edit: %w", err)
 	}
 	tmp := path + ".trellis-runc"
 	if err := os.WriteFile(tmp, out, st.Mode().Perm()); err != nil {
-		return err
+		return fmt.Errorf("write the edited runc file: %w", err)
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("replace the runc file with its edit: %w", err)
+	}
+	return nil
 }
