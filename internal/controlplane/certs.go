@@ -77,7 +77,7 @@ func newFiles(dir string) (*files, error) {
 	// The service-account key stays RSA, as kubeadm makes it.
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate the service-account key: %w", err)
 	}
 	if err := pki.WritePEM(p.saKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
 		return nil, err

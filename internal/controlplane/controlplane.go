@@ -112,7 +112,7 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create the control plane's directory: %w", err)
 	}
 	p, err := newFiles(dir)
 	if err != nil {
@@ -144,13 +144,13 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(adminToken+",admin,admin,system:masters\n"), 0o600); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("write the apiserver's token file: %w", err)
 	}
 	cp.apiPort = ports[2]
 	cp.APIURL = fmt.Sprintf("https://127.0.0.1:%d", cp.apiPort)
 	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	if err := os.WriteFile(cp.Kubeconfig, cp.kubeconfig(), 0o600); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("write the admin kubeconfig: %w", err)
 	}
 	cp.Config = &rest.Config{
 		Host:            cp.APIURL,
@@ -160,7 +160,7 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 		Burst:           400,
 	}
 	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create a client for the apiserver %s: %w", cp.APIURL, err)
 	}
 	if err := cp.StartAPIServer(); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (cp *ControlPlane) StartAPIServer() error {
 	if cp.opts.AuditLog {
 		policy := filepath.Join(cp.Dir, "audit-policy.yaml")
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-			return err
+			return fmt.Errorf("write the audit policy: %w", err)
 		}
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(),
 			"--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
@@ -294,7 +294,7 @@ func (cp *ControlPlane) start(name, bin string, args ...string) (*proc, error) {
 	log := filepath.Join(cp.Dir, name+".log")
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open the log of %s: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
 	if env := slices.Concat(cp.opts.Env, cp.opts.ProcessEnv[name]); len(env) > 0 {
@@ -419,7 +419,10 @@ func (cp *ControlPlane) stopOrder() []*proc {
 func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(BinDir(), "kubectl"), append([]string{"--kubeconfig=" + cp.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
-	return string(out), err
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
 }
 
 func (cp *ControlPlane) kubeconfig() []byte {

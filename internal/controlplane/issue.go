@@ -62,7 +62,7 @@ func issue(ca *pki.KeyPair, dir, name string, tmpl *x509.Certificate) (cert, key
 	}
 	der, err := x509.MarshalECPrivateKey(k)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("marshal the key of %s: %w", name, err)
 	}
 	if err := pki.WritePEM(key, "EC PRIVATE KEY", der); err != nil {
 		return "", "", err

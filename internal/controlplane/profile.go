@@ -17,11 +17,11 @@ import (
 func (cp *ControlPlane) APIServerProfile(ctx context.Context, path string, d time.Duration) error {
 	hc, err := rest.HTTPClientFor(cp.Config)
 	if err != nil {
-		return err
+		return fmt.Errorf("apiserver profile: create an HTTP client: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", cp.APIURL, int(d.Seconds())), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("apiserver profile: make the request: %w", err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
