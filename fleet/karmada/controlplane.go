@@ -128,7 +128,7 @@ func Start(ctx context.Context, dir string, opts Options) (cp *ControlPlane, err
 		}
 	}()
 	if cp.Dynamic, err = dynamic.NewForConfig(plane.Config); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create a client for the Karmada API: %w", err)
 	}
 	if cp.Applier, err = apply.New(plane.Config, FieldManager); err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (cp *ControlPlane) healthy(port string) func(context.Context) (bool, error)
 	return func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/healthz", cp.ports[port]), nil)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("make the /healthz request of port %s: %w", port, err)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

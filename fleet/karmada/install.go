@@ -57,11 +57,11 @@ func Install(ctx context.Context, cfg *rest.Config, o InstallOptions) error {
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("create a client for the Karmada API: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("create a dynamic client for the Karmada API: %w", err)
 	}
 	a, err := apply.New(cfg, FieldManager)
 	if err != nil {
@@ -77,8 +77,10 @@ func Install(ctx context.Context, cfg *rest.Config, o InstallOptions) error {
 			if err := a.Apply(ctx, aggregation(o.AggregatedHost, o.AggregatedPort, o.CAPEM)...); err != nil {
 				return err
 			}
-			_, err := dyn.Resource(ClusterGVR).List(ctx, metav1.ListOptions{Limit: 1})
-			return err
+			if _, err := dyn.Resource(ClusterGVR).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return fmt.Errorf("list the clusters through the aggregated API: %w", err)
+			}
+			return nil
 		}},
 		{"webhook configurations", func(ctx context.Context) error { return a.Apply(ctx, hooks...) }},
 	}

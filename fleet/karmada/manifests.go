@@ -61,7 +61,7 @@ func crds(dir, webhookURL string, caPEM []byte) ([]*unstructured.Unstructured, e
 	}
 	patches, err := filepath.Glob(filepath.Join(dir, "manifests", crdPatchDir, "*.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the CRD patches in %s: %w", filepath.Join(dir, "manifests", crdPatchDir), err)
 	}
 	for _, f := range patches {
 		objs, err := readObjects(f)
@@ -78,13 +78,13 @@ func crds(dir, webhookURL string, caPEM []byte) ([]*unstructured.Unstructured, e
 				return nil, fmt.Errorf("%s: no spec.conversion in the patch of %s", f, p.GetName())
 			}
 			if err := unstructured.SetNestedField(conv, webhookURL+"/convert", "webhook", "clientConfig", "url"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: set the conversion webhook URL of %s: %w", f, p.GetName(), err)
 			}
 			if err := unstructured.SetNestedField(conv, base64.StdEncoding.EncodeToString(caPEM), "webhook", "clientConfig", "caBundle"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: set the conversion webhook CA of %s: %w", f, p.GetName(), err)
 			}
 			if err := unstructured.SetNestedMap(crd.Object, conv, "spec", "conversion"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: set the conversion of CRD %s: %w", f, p.GetName(), err)
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func webhookConfigs(dir, webhookURL string, caPEM []byte) ([]*unstructured.Unstr
 	path := filepath.Join(dir, "manifests", webhookConfigFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the Karmada webhook configurations: %w", err)
 	}
 	text := string(data)
 	n := strings.Count(text, upstreamWebhookURL)
@@ -188,7 +188,7 @@ func aggregation(host string, port int, caPEM []byte) []*unstructured.Unstructur
 func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the Karmada manifest: %w", err)
 	}
 	objs, err := apply.Decode(data)
 	if err != nil {
