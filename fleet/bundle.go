@@ -27,14 +27,14 @@ import (
 func Bundle() ([]*unstructured.Unstructured, error) {
 	files, err := fs.Glob(config.CRDs, "crd/*.yaml")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the workload CRDs: %w", err)
 	}
 	sort.Strings(files)
 	var out []*unstructured.Unstructured
 	for _, f := range files {
 		data, err := config.CRDs.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read the workload CRD: %w", err)
 		}
 		objs, err := apply.Decode(data)
 		if err != nil {

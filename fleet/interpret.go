@@ -129,11 +129,11 @@ func lua(name, text string, k kindInterpretation) (string, error) {
 		"retainAnnotation": func() string { return RetainReplicasAnnotation },
 	}).Parse(text)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("parse the Lua template: %w", err)
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, k); err != nil {
-		return "", err
+		return "", fmt.Errorf("render the Lua template: %w", err)
 	}
 	return strings.TrimLeft(b.String(), "\n"), nil
 }

@@ -100,7 +100,7 @@ func Join(ctx context.Context, fleet *rest.Config, m Member, o JoinOptions) erro
 	}
 	mc, err := kubernetes.NewForConfig(m.Config)
 	if err != nil {
-		return err
+		return fmt.Errorf("member %s: create a client for its apiserver %s: %w", def.Name, m.Config.Host, err)
 	}
 	ks, err := mc.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
@@ -215,7 +215,7 @@ func memberToken(ctx context.Context, c kubernetes.Interface, log *slog.Logger) 
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		s, err := c.CoreV1().Secrets(memberNamespace).Get(ctx, tokenSecret.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("get the token Secret: %w", err)
 		}
 		token = s.Data[corev1.ServiceAccountTokenKey]
 		return len(token) > 0, nil
@@ -243,7 +243,7 @@ func verifyServing(ctx context.Context, endpoint *url.URL, ca []byte) error {
 	defer cancel()
 	c, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		return err
+		return fmt.Errorf("connect to %s over TLS: %w", host, err)
 	}
 	return c.Close()
 }

@@ -25,7 +25,7 @@ func Place(ctx context.Context, cfg *rest.Config, ps []*Placement) ([]string, er
 	}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create a client for the fleet's apiserver: %w", err)
 	}
 	var out []string
 	for _, p := range ps {

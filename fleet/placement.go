@@ -110,7 +110,7 @@ const unboundedClusters = 1000
 func LoadPlacements(path string) ([]*Placement, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the placement file: %w", err)
 	}
 	return DecodePlacements(path, data)
 }
@@ -163,7 +163,7 @@ func strictDecode(n *yaml.Node, into any) error {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	if err := enc.Encode(n); err != nil {
-		return err
+		return fmt.Errorf("re-encode the placement: %w", err)
 	}
 	d := yaml.NewDecoder(&b)
 	d.KnownFields(true)

@@ -43,7 +43,7 @@ type MemberStatus struct {
 func Status(ctx context.Context, fleet *rest.Config) ([]MemberStatus, error) {
 	d, err := dynamic.NewForConfig(fleet)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create a client for the fleet's apiserver: %w", err)
 	}
 	list, err := d.Resource(karmada.ClusterGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -89,7 +89,7 @@ func memberStatus(c *unstructured.Unstructured) MemberStatus {
 func WaitReady(ctx context.Context, fleet *rest.Config, name string, timeout time.Duration) error {
 	d, err := dynamic.NewForConfig(fleet)
 	if err != nil {
-		return err
+		return fmt.Errorf("create a client for the fleet's apiserver: %w", err)
 	}
 	var last MemberStatus
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
