@@ -77,8 +77,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 		},
 	}
 	img.register(upCmd)
-	upCmd.Flags().StringVarP(&up.file, "file", "f", "clusters/local.yaml", "local cluster definition (cloud: kind)")
-	upCmd.Flags().StringVar(&up.kubeconfig, "kubeconfig", defaultKubeconfig(), "where to write the cluster's kubeconfig")
+	clusterFlags(upCmd, &up.file, &up.kubeconfig, "where to write the cluster's kubeconfig")
 	upCmd.Flags().StringVar(&up.bin, "bin", "", "directory of the static Trellis binaries (default: beside this trellis)")
 	upCmd.Flags().BoolVar(&up.recreate, "recreate", false, "delete an existing cluster of that name first")
 	upCmd.Flags().BoolVar(&up.retain, "retain", false, "keep the nodes of a failed create, to debug it")
@@ -100,8 +99,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			return kindcluster.New(l.ClusterDefinition.Name, kubeconfig, logger(s)).Delete()
 		},
 	}
-	down.Flags().StringVarP(&file, "file", "f", "clusters/local.yaml", "local cluster definition")
-	down.Flags().StringVar(&kubeconfig, "kubeconfig", defaultKubeconfig(), "the cluster's kubeconfig (its entry is removed)")
+	clusterFlags(down, &file, &kubeconfig, "the cluster's kubeconfig (its entry is removed)")
 
 	load := &cobra.Command{
 		Use:   "load -f clusters/local.yaml IMAGE...",
@@ -116,10 +114,16 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			return err
 		},
 	}
-	load.Flags().StringVarP(&file, "file", "f", "clusters/local.yaml", "local cluster definition")
-	load.Flags().StringVar(&kubeconfig, "kubeconfig", defaultKubeconfig(), "the cluster's kubeconfig")
+	clusterFlags(load, &file, &kubeconfig, "the cluster's kubeconfig")
 	cmd.AddCommand(nodeImage, upCmd, down, load, newAWSCommand(s))
 	return cmd
+}
+
+// clusterFlags are the flags naming a local cluster: its definition
+// (-f, default clusters/local.yaml) and its kubeconfig.
+func clusterFlags(c *cobra.Command, file, kubeconfig *string, kubeconfigUsage string) {
+	c.Flags().StringVarP(file, "file", "f", "clusters/local.yaml", "local cluster definition (cloud: kind)")
+	c.Flags().StringVar(kubeconfig, "kubeconfig", defaultKubeconfig(), kubeconfigUsage)
 }
 
 func defaultKubeconfig() string {
