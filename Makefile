@@ -27,7 +27,7 @@ GOTEST_FLAGS ?= -timeout 45m
 ##@ use
 
 .PHONY: local
-local: tools-node build ## A two-node kind cluster wired like production (clusters/local.yaml), offline
+local: ## A two-node kind cluster wired like production (clusters/local.yaml), offline
 	./hack/local.sh
 
 .PHONY: local-aws

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellis-dev/trellis/fleet/karmada"
 	"github.com/trellis-dev/trellis/local/nodeimage"
+	"github.com/trellis-dev/trellis/local/rootfs"
 )
 
 // binaries maps a runtime image's name (its last path element, without the
@@ -62,9 +63,9 @@ var needsTools = map[string]bool{"netd": true}
 // rebuild replaced (left dangling) can be pruned without touching others.
 const runtimeLabel = "dev.trellis.runtime-image=true"
 
-// ZooKeeperPackages make the local ZooKeeper image's rootfs (Debian's
-// zookeeper runs without systemd).
-var ZooKeeperPackages = []string{"zookeeper", "default-jre-headless", "libslf4j-java"}
+// ZooKeeperPackages make the local ZooKeeper image's rootfs
+// (local/rootfs).
+var ZooKeeperPackages = rootfs.ZooKeeper
 
 // zooCfg is the local single-server ensemble's configuration.
 const zooCfg = `tickTime=1000

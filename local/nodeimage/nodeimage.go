@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/local/rootfs"
 )
 
 // Repository is where the kubeadm images are named: kubeadm is pointed at
@@ -40,13 +41,8 @@ import (
 // for an image built here.
 const Repository = render.KindImageRepository
 
-// Packages are the Debian packages of the node rootfs (kind's base image
-// list, less what a local cluster does not use: NFS, iSCSI, fuse).
-var Packages = []string{
-	"systemd", "systemd-sysv", "dbus", "containerd", "runc", "containernetworking-plugins",
-	"conntrack", "iptables", "nftables", "iproute2", "ethtool", "util-linux", "mount", "kmod",
-	"libseccomp2", "pigz", "e2fsprogs", "bash", "ca-certificates", "curl", "jq", "procps", "socat",
-}
+// Packages are the Debian packages of the node rootfs (local/rootfs).
+var Packages = rootfs.Node
 
 //go:embed all:files/kindbase
 var kindBase embed.FS
@@ -249,33 +245,10 @@ func ToolsImage(ctx context.Context, o Options) (string, error) {
 }
 
 // Rootfs makes, once per package set, a debootstrap rootfs (minbase plus
-// packages) under o.Cache and returns its directory.
+// packages) under o.Cache and returns its directory (rootfs.Build).
 func Rootfs(ctx context.Context, o Options, packages []string) (string, error) {
 	o.defaults()
-	key := sha256.Sum256([]byte(o.Suite + "\n" + o.Mirror + "\n" + strings.Join(packages, ",")))
-	dir := filepath.Join(o.Cache, "node-rootfs", o.Suite+"-"+hex.EncodeToString(key[:])[:12])
-	if _, err := os.Stat(filepath.Join(dir, ".trellis-complete")); err == nil {
-		return dir, nil
-	}
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return "", fmt.Errorf("debootstrap is not installed (apt-get install debootstrap): %w", err)
-	}
-	tmp := dir + ".tmp"
-	_ = os.RemoveAll(tmp)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", fmt.Errorf("failed to create the rootfs cache %s: %w", filepath.Dir(dir), err)
-	}
-	o.Log.Info("debootstrap: building a rootfs (once)", "suite", o.Suite, "packages", strings.Join(packages, ","), "dir", dir)
-	if err := run(ctx, nil, "debootstrap", "--variant=minbase", "--include="+strings.Join(packages, ","), o.Suite, tmp, o.Mirror); err != nil {
-		return "", err
-	}
-	// Package caches are not part of an image.
-	_ = os.RemoveAll(filepath.Join(tmp, "var/cache/apt/archives"))
-	if err := os.WriteFile(filepath.Join(tmp, ".trellis-complete"), nil, 0o644); err != nil {
-		return "", fmt.Errorf("failed to mark rootfs %s complete: %w", tmp, err)
-	}
-	_ = os.RemoveAll(dir)
-	return dir, os.Rename(tmp, dir)
+	return rootfs.Build(ctx, rootfs.Options{Cache: o.Cache, Suite: o.Suite, Mirror: o.Mirror, Log: o.Log}, packages)
 }
 
 // configure does what kind's base and node image Dockerfiles do, on the
