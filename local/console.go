@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -293,6 +294,11 @@ func writeConsolePasswords(contextPath, cluster, url string, s consoleSecrets) (
 		URL:  url,
 		User: ConsoleUser, PasswordFile: filepath.Join(dir, cluster+"-console-dev.password"),
 		Guest: ConsoleGuest, GuestPasswordFile: filepath.Join(dir, cluster+"-console-guest.password"),
+	}
+	// On a new machine the context's folder is not there yet: the gateway
+	// context step, which also makes it, comes later.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("make the folder of the console's passwords: %w", err)
 	}
 	if err := fsync.WriteFile(acc.PasswordFile, []byte(s.DevPassword+"\n"), 0o600); err != nil {
 		return nil, err

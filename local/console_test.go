@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,29 @@ func waitPods(ctx context.Context, t *testing.T, c kubernetes.Interface, n int) 
 		case <-ctx.Done():
 			t.Fatalf("waiting for %d gateway pods: %v", n, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestConsolePasswordsOnANewMachine: the console step writes the users'
+// passwords beside the gateway context before the gateway context step
+// has made its folder; on a new machine that folder does not exist yet
+// (a fresh machine's `make e2e` failed here: "open
+// /tmp/trellis-e2e-gateway/trellis-local-console-dev.password: no such
+// file or directory").
+func TestConsolePasswordsOnANewMachine(t *testing.T) {
+	ctxPath := t.TempDir() + "/not/made/yet/context.yaml"
+	acc, err := writeConsolePasswords(ctxPath, "trellis-local", "https://127.0.0.1:30443/", consoleSecrets{DevPassword: "dev-pw", GuestPassword: "guest-pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]string{acc.PasswordFile: "dev-pw\n", acc.GuestPasswordFile: "guest-pw\n"} {
+		b, err := os.ReadFile(f)
+		if err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", f, b, err, want)
+		}
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", f, fi.Mode().Perm(), err)
 		}
 	}
 }
