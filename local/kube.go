@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/bootstrap/render"
@@ -39,12 +43,34 @@ func restartPods(ctx context.Context, cs kubernetes.Interface, images []string, 
 // labelInstanceGroups gives every node the instance-group label kops's
 // nodes carry (render.LabelInstanceGroup), from the one it registered with,
 // as kops-controller does on AWS: validation reads the same label here.
+// kind runs one node per instance group, and on a new cluster a worker's
+// kubelet registers its Node just after kind's join returns: the step
+// first waits until every group of the definition has its node.
 func (u *up) labelInstanceGroups(ctx context.Context) error {
-	nodes, err := u.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	var nodes []corev1.Node
+	var missing []string
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, nodeRegisterTimeout, true, func(ctx context.Context) (bool, error) {
+		l, err := u.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		nodes, missing = l.Items, nil
+		for _, ig := range u.def.InstanceGroups {
+			if !slices.ContainsFunc(nodes, func(n corev1.Node) bool { return n.Labels[render.LabelKindInstanceGroup] == ig.Name }) {
+				missing = append(missing, ig.Name)
+			}
+		}
+		return len(missing) == 0, nil
+	})
 	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
+		if lastErr != nil && nodes == nil {
+			return fmt.Errorf("list nodes: %w", lastErr)
+		}
+		return fmt.Errorf("no node of instance groups %s registered within %s: %w", strings.Join(missing, ", "), nodeRegisterTimeout, err)
 	}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		ig := n.Labels[render.LabelKindInstanceGroup]
 		if ig == "" || n.Labels[render.LabelInstanceGroup] == ig {
 			continue
@@ -56,3 +82,7 @@ func (u *up) labelInstanceGroups(ctx context.Context) error {
 	}
 	return nil
 }
+
+// nodeRegisterTimeout bounds the wait for a new cluster's nodes to
+// register (seconds, normally).
+const nodeRegisterTimeout = 2 * time.Minute
