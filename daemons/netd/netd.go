@@ -126,7 +126,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Netlink == nil {
 		h, err := netlink.NewHandle()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("open a netlink handle: %w", err)
 		}
 		cfg.Netlink = h
 	}
@@ -143,7 +143,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	for _, inf := range []cache.SharedIndexInformer{d.nodes, d.pods} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("watch nodes and pods: %w", err)
 		}
 	}
 	return d, nil
@@ -312,7 +312,7 @@ func (d *Daemon) writeConf(b []byte, what string) error {
 		return nil
 	}
 	if err := os.MkdirAll(d.cfg.CNIConfDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("make the CNI configuration directory: %w", err)
 	}
 	if err := fsync.Replace(path, b, 0o644); err != nil {
 		return err

@@ -199,7 +199,7 @@ func OpenVPC(ctx context.Context, o VPCOptions) (*VPC, error) {
 	}
 	if o.Netlink == nil {
 		if o.Netlink, err = netlink.NewHandle(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("open a netlink handle: %w", err)
 		}
 	}
 	pc := o.Pool

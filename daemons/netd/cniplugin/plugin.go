@@ -69,7 +69,7 @@ func Add(args *skel.CmdArgs) error {
 	}
 	host, err := netlink.NewHandle()
 	if err != nil {
-		return err
+		return fmt.Errorf("open a netlink handle in the host namespace: %w", err)
 	}
 	defer host.Close()
 	p := podnet.Pod{Netns: args.Netns, Iface: args.IfName, HostVeth: podnet.HostVeth(args.ContainerID, args.IfName), IP: addr.IP, Table: addr.Table, MTU: addr.MTU}
@@ -103,7 +103,7 @@ func Del(args *skel.CmdArgs) error {
 	}
 	host, err := netlink.NewHandle()
 	if err != nil {
-		return err
+		return fmt.Errorf("open a netlink handle in the host namespace: %w", err)
 	}
 	defer host.Close()
 	return podnet.Teardown(host, podnet.Pod{HostVeth: podnet.HostVeth(args.ContainerID, args.IfName), IP: addr.IP, Table: addr.Table})
@@ -126,7 +126,7 @@ func call(socket, path string, req netdapi.Request, out *netdapi.Address) error 
 		}}}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the request to %s: %w", path, err)
 	}
 	resp, err := c.Post("http://netd"+path, "application/json", bytes.NewReader(body))
 	if err != nil {

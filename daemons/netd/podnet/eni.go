@@ -60,7 +60,7 @@ func SetupENI(h *netlink.Handle, e ENI) (string, error) {
 func linkByMAC(h *netlink.Handle, mac net.HardwareAddr) (netlink.Link, error) {
 	links, err := h.LinkList()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the interfaces to find MAC %s: %w", mac, err)
 	}
 	for _, l := range links {
 		if bytes.Equal(l.Attrs().HardwareAddr, mac) {

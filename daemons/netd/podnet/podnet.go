@@ -102,7 +102,7 @@ func Setup(host *netlink.Handle, p Pod) error {
 	}
 	hostLink, err := host.LinkByName(p.HostVeth)
 	if err != nil {
-		return err
+		return fmt.Errorf("find veth %s: %w", p.HostVeth, err)
 	}
 	if err := host.LinkSetUp(hostLink); err != nil {
 		return fmt.Errorf("failed to bring %s up: %w", p.HostVeth, err)
@@ -126,7 +126,7 @@ func wirePodSide(in *netlink.Handle, p Pod, gwMAC net.HardwareAddr) error {
 		return fmt.Errorf("failed to give %s to the pod: %w", p.IP, err)
 	}
 	if err := in.LinkSetUp(link); err != nil {
-		return err
+		return fmt.Errorf("bring up pod interface %s: %w", p.Iface, err)
 	}
 	gw := net.ParseIP(Gateway)
 	idx := link.Attrs().Index
@@ -194,7 +194,7 @@ func deleteLink(h *netlink.Handle, name string) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("find link %s: %w", name, err)
 	}
 	if err := h.LinkDel(l); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("failed to delete %s: %w", name, err)

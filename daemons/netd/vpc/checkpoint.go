@@ -73,7 +73,7 @@ func saveCheckpoint(path, instance string, used map[netip.Addr]*Assignment) erro
 	sort.Slice(c.Assignments, func(i, j int) bool { return c.Assignments[i].IP.Less(c.Assignments[j].IP) })
 	b, err := json.MarshalIndent(c, "", " ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the address checkpoint: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("failed to save the address checkpoint: %w", err)

@@ -91,18 +91,18 @@ func fail(w http.ResponseWriter, code int, err error) {
 // until ctx ends.
 func ServeSocket(ctx context.Context, path string, h http.Handler, log *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
+		return fmt.Errorf("make the socket directory: %w", err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stale socket %s: %w", path, err)
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s: %w", path, err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
-		return err
+		return fmt.Errorf("restrict the socket to root: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -113,7 +113,7 @@ func ServeSocket(ctx context.Context, path string, h http.Handler, log *slog.Log
 	}()
 	log.Info("serving the CNI plugin", "socket", path)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("serve on %s: %w", path, err)
 	}
 	return nil
 }
