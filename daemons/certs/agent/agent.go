@@ -115,7 +115,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
 	}}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("index pods by UID: %w", err)
 	}
 	return a, nil
 }
@@ -143,7 +143,7 @@ func (a *Agent) Serve(ctx context.Context, path string) error {
 	}
 	if err := os.Chmod(path, 0o777); err != nil {
 		l.Close()
-		return err
+		return fmt.Errorf("open the socket to all users: %w", err)
 	}
 	return a.ServeListener(ctx, l)
 }
@@ -168,7 +168,7 @@ func (a *Agent) ServeListener(ctx context.Context, l net.Listener) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("serve the agent API: %w", err)
 	}
 	return nil
 }
@@ -224,7 +224,7 @@ func (a *Agent) Attest(ctx context.Context, pid int32) (*corev1.Pod, error) {
 	for {
 		objs, err := a.informer.GetIndexer().ByIndex(uidIndex, string(uid))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("look up pod UID %s: %w", uid, err)
 		}
 		if len(objs) == 1 {
 			pod := objs[0].(*corev1.Pod)
@@ -286,7 +286,7 @@ func (a *Agent) toIssuer(ctx context.Context, method, path string, body []byte) 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, a.cfg.IssuerURL+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the %s %s request to the issuer: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := a.http.Do(req)

@@ -74,14 +74,14 @@ func PeerPID(c net.Conn) (int32, error) {
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("get the raw socket: %w", err)
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read the peer credentials: %w", err)
 	}
 	if credErr != nil {
 		return 0, fmt.Errorf("failed to read peer credentials: %w", credErr)

@@ -3,6 +3,7 @@ package issuer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,7 +96,7 @@ func (is *Issuer) publish(ctx context.Context, client kubernetes.Interface, stor
 	bundle := string(is.State().Bundle())
 	obj, exists, err := store.GetByKey(ns + "/" + BundleConfigMap)
 	if err != nil {
-		return err
+		return fmt.Errorf("get configmap %s/%s from the cache: %w", ns, BundleConfigMap, err)
 	}
 	if exists {
 		cm := obj.(*corev1.ConfigMap)
@@ -107,8 +108,10 @@ func (is *Issuer) publish(ctx context.Context, client kubernetes.Interface, stor
 			cm.Data = map[string]string{}
 		}
 		cm.Data[BundleKey] = bundle
-		_, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-		return err
+		if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update configmap %s/%s: %w", ns, BundleConfigMap, err)
+		}
+		return nil
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: BundleConfigMap, Namespace: ns, Labels: map[string]string{wellknown.LabelManagedBy: "trellis-cert-issuer"}},
@@ -118,5 +121,8 @@ func (is *Issuer) publish(ctx context.Context, client kubernetes.Interface, stor
 	if apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) { // a race with the cache, or a namespace being deleted
 		return nil
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("create configmap %s/%s: %w", ns, BundleConfigMap, err)
+	}
+	return nil
 }

@@ -295,7 +295,7 @@ func (is *Issuer) Identity(pod *corev1.Pod) (spiffeid.ID, []string, error) {
 	}
 	id, err := spiffeid.FromSegments(is.cfg.TrustDomain, "ns", pod.Namespace, "sa", sa)
 	if err != nil {
-		return spiffeid.ID{}, nil, err
+		return spiffeid.ID{}, nil, fmt.Errorf("make the SPIFFE ID of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	var dns []string
 	if svc := pod.Labels[wellknown.LabelService]; svc != "" {

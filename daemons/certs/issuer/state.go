@@ -45,7 +45,7 @@ func (is *Issuer) WatchSecret(ctx context.Context, client kubernetes.Interface, 
 		once.Do(func() { close(loaded) })
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: apply, UpdateFunc: func(_, n any) { apply(n) }}); err != nil {
-		return err
+		return fmt.Errorf("watch the CA secret: %w", err)
 	}
 	f.Start(ctx.Done())
 	select {
