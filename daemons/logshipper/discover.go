@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -394,7 +395,7 @@ func (s *Shipper) sameFile(dir string, e entry, p Position) bool {
 func (s *Shipper) open(dir, name string, ino uint64, podParts []string, container string) (*file, error) {
 	fh, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open the log of container %s: %w", container, err)
 	}
 	fi, err := fh.Stat()
 	if err != nil || fi.Sys().(*syscall.Stat_t).Ino != ino {

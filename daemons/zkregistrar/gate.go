@@ -132,7 +132,7 @@ func patchCondition(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, 
 		"status":   map[string]any{"conditions": []any{cond}},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the condition patch of pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	if _, err := c.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("failed to set condition %s=%s on pod %s/%s: %w", wellknown.ConditionRegistered, status, p.Namespace, p.Name, err)

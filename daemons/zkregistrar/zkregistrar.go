@@ -87,7 +87,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		UpdateFunc: func(_, o any) { poke(o) },
 		DeleteFunc: poke,
 	}); err != nil {
-		return err
+		return fmt.Errorf("watch pods: %w", err)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()

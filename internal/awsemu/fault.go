@@ -217,7 +217,7 @@ func identify(r *http.Request) (string, protocol, error) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			return "", 0, err
+			return "", 0, fmt.Errorf("read the request body: %w", err)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		form, err := url.ParseQuery(string(body))

@@ -181,11 +181,11 @@ func (s *Server) Reset(ctx context.Context) error {
 func (s *Server) call(ctx context.Context, method, path string) error {
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("make the %s %s request: %w", method, path, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("call the emulator: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

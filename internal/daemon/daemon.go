@@ -49,11 +49,14 @@ func Client(path, userAgent string) (kubernetes.Interface, *rest.Config, error) 
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("load the Kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = userAgent
 	c, err := kubernetes.NewForConfig(cfg)
-	return c, cfg, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("make the Kubernetes client: %w", err)
+	}
+	return c, cfg, nil
 }
 
 // Endpoints serves /metrics from reg (when set), /healthz, and /readyz from

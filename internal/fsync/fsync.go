@@ -4,6 +4,7 @@
 package fsync
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -13,15 +14,15 @@ import (
 func WriteFile(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
-		return err
+		return fmt.Errorf("create the file: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("write the file: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("flush the file to disk: %w", err)
 	}
 	return f.Close()
 }
@@ -31,7 +32,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 func Dir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("open the directory to sync it: %w", err)
 	}
 	defer d.Close()
 	return d.Sync()
@@ -49,7 +50,7 @@ func Replace(path string, data []byte, mode os.FileMode) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return err
+		return fmt.Errorf("move the new file into place: %w", err)
 	}
 	return Dir(filepath.Dir(path))
 }

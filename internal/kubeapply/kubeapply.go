@@ -41,11 +41,11 @@ type Applier struct {
 func New(cfg *rest.Config, fieldManager string) (*Applier, error) {
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the dynamic client: %w", err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the discovery client: %w", err)
 	}
 	return &Applier{Dynamic: d, FieldManager: fieldManager,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
@@ -68,10 +68,12 @@ func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured) error
 	}
 	data, err := o.MarshalJSON()
 	if err != nil {
-		return err
+		return fmt.Errorf("encode %s %s: %w", o.GetKind(), o.GetName(), err)
 	}
-	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: a.FieldManager, Force: new(true)})
-	return err
+	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: a.FieldManager, Force: new(true)}); err != nil {
+		return fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
+	}
+	return nil
 }
 
 // Resource is the dynamic client of o's resource (in o's namespace when it

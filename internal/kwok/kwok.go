@@ -52,7 +52,7 @@ func Start(cp *controlplane.ControlPlane, podCIDR string) error {
 	}
 	cfg := filepath.Join(cp.Dir, "kwok-config.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
-		return err
+		return fmt.Errorf("write the kwok config: %w", err)
 	}
 	return cp.StartProcess("kwok", bin, "--config="+filepath.Join(dir, "stages.yaml"), "--config="+cfg,
 		"--kubeconfig="+cp.Kubeconfig, "--manage-nodes-with-annotation-selector="+NodeAnnotation+"=fake",

@@ -31,7 +31,7 @@ func NewKey() (*ecdsa.PrivateKey, error) {
 func NewCSR(key crypto.Signer) (*x509.CertificateRequest, error) {
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the CSR: %w", err)
 	}
 	return x509.ParseCertificateRequest(der)
 }
@@ -49,7 +49,7 @@ func (kp *KeyPair) Issue(tmpl *x509.Certificate, pub crypto.PublicKey) (*x509.Ce
 func create(tmpl, parent *x509.Certificate, pub crypto.PublicKey, key crypto.Signer) (*x509.Certificate, error) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sign certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
 	return x509.ParseCertificate(der)
 }

@@ -70,7 +70,7 @@ func NewControlPlane(o ControlPlaneOptions) (map[string][]byte, error) {
 	}
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate the service-account key: %w", err)
 	}
 	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
 	if err != nil {

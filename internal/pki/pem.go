@@ -48,7 +48,7 @@ func ParseCerts(data []byte) ([]*x509.Certificate, error) {
 func EncodeKey(k crypto.Signer) ([]byte, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode the private key: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }

@@ -19,7 +19,7 @@ const userHZ = 100
 func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read the CPU time: %w", err)
 	}
 	s := string(b)
 	// The command name (field 2) is in parentheses and may hold spaces.
@@ -46,7 +46,7 @@ func CPUTime(pid int) (time.Duration, error) {
 func PeakRSS(pid int) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("read the peak RSS: %w", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {

@@ -33,7 +33,7 @@ type PrintOptions struct {
 func Print(ctx context.Context, opts PrintOptions, out, errw io.Writer) error {
 	conn, _, err := zk.Connect(strings.Split(opts.Servers, ","), 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
-		return err
+		return fmt.Errorf("connect to ZooKeeper %s: %w", opts.Servers, err)
 	}
 	defer conn.Close()
 	dir := path.Join(opts.Root, opts.Service, opts.Env)
@@ -50,7 +50,7 @@ func Print(ctx context.Context, opts PrintOptions, out, errw io.Writer) error {
 		}
 		b, err := json.Marshal(ms)
 		if err != nil {
-			return err
+			return fmt.Errorf("encode the members: %w", err)
 		}
 		fmt.Fprintln(out, string(b))
 		return nil

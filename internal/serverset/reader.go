@@ -40,7 +40,10 @@ func readW(conn *zk.Conn, dir string, watch bool) ([]Member, <-chan zk.Event, er
 	if errors.Is(err, zk.ErrNoNode) {
 		if watch {
 			_, _, ch, err = conn.ExistsW(dir)
-			return nil, ch, err
+			if err != nil {
+				return nil, nil, fmt.Errorf("watch for %s to appear: %w", dir, err)
+			}
+			return nil, ch, nil
 		}
 		return nil, nil, nil
 	}
@@ -109,7 +112,7 @@ func (w *FileWriter) Write(members []Member) error {
 	}
 	b, err := json.MarshalIndent(members, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the members: %w", err)
 	}
 	if err := fsync.Replace(w.Path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("failed to replace %s: %w", w.Path, err)

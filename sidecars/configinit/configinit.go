@@ -32,7 +32,7 @@ var ref = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 // missing src is an empty config.
 func Render(src, dst string, getenv func(string) string, environ []string) ([]string, error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the config directory: %w", err)
 	}
 	var written []string
 	entries, err := os.ReadDir(src)
@@ -46,14 +46,14 @@ func Render(src, dst string, getenv func(string) string, environ []string) ([]st
 		p := filepath.Join(src, e.Name())
 		st, err := os.Stat(p) // follows the ConfigMap's symlinks
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read config source: %w", err)
 		}
 		if !st.Mode().IsRegular() {
 			continue
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read config source: %w", err)
 		}
 		out := ref.ReplaceAllStringFunc(string(data), func(m string) string {
 			if name := m[2 : len(m)-1]; Expanded(name) {

@@ -26,11 +26,11 @@ func HTTPCheck(url string, timeout time.Duration) Check {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return err
+			return fmt.Errorf("make the request to %s: %w", url, err)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return err
+			return fmt.Errorf("send the request: %w", err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode >= 400 {
@@ -46,7 +46,7 @@ func TCPCheck(addr string, timeout time.Duration) Check {
 		d := net.Dialer{Timeout: timeout}
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
-			return err
+			return fmt.Errorf("connect: %w", err)
 		}
 		return conn.Close()
 	}

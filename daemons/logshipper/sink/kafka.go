@@ -75,7 +75,7 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	}, cfg.Opts...)
 	c, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("make the Kafka client for %v: %w", cfg.Brokers, err)
 	}
 	return &Kafka{client: c, topic: tmpl}, nil
 }

@@ -5,6 +5,7 @@ package sink
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -66,7 +67,7 @@ func Stdout() *Writer { return &Writer{name: "stdout", w: bufio.NewWriterSize(os
 func File(path string) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open the file sink: %w", err)
 	}
 	return &Writer{name: "file", w: bufio.NewWriterSize(f, 1<<20), f: f}, nil
 }
@@ -83,11 +84,11 @@ func (s *Writer) Send(_ context.Context, batch []Record) error {
 		s.buf = batch[i].AppendJSON(s.buf[:0])
 		s.buf = append(s.buf, '\n')
 		if _, err := s.w.Write(s.buf); err != nil {
-			return err
+			return fmt.Errorf("write a record to %s: %w", s.name, err)
 		}
 	}
 	if err := s.w.Flush(); err != nil {
-		return err
+		return fmt.Errorf("flush to %s: %w", s.name, err)
 	}
 	if s.f != nil {
 		return s.f.Sync()
