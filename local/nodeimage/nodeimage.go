@@ -92,10 +92,10 @@ func EtcdTag(v string) string { return render.EtcdImageTag(v) }
 
 func (o *Options) defaults() {
 	if o.Suite == "" {
-		o.Suite = "bookworm"
+		o.Suite = rootfs.DefaultSuite
 	}
 	if o.Mirror == "" {
-		o.Mirror = "http://deb.debian.org/debian"
+		o.Mirror = rootfs.DefaultMirror
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -40,12 +40,18 @@ type Options struct {
 	Log           *slog.Logger
 }
 
+// DefaultSuite and DefaultMirror are debootstrap's defaults here.
+const (
+	DefaultSuite  = "bookworm"
+	DefaultMirror = "http://deb.debian.org/debian"
+)
+
 func (o *Options) defaults() {
 	if o.Suite == "" {
-		o.Suite = "bookworm"
+		o.Suite = DefaultSuite
 	}
 	if o.Mirror == "" {
-		o.Mirror = "http://deb.debian.org/debian"
+		o.Mirror = DefaultMirror
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
