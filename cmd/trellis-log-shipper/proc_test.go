@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // shipperProc starts this test binary as the shipper (see TestMain) with
@@ -73,4 +76,55 @@ func (p *shipperProc) start() *exec.Cmd {
 func kill(cmd *exec.Cmd) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
+}
+
+// stop sends SIGSTOP and returns once every thread of the process is
+// stopped. kill(2) only queues the signal: a thread running on another
+// CPU stops when it next enters the kernel, so until then the process can
+// still read (and ship) what the test writes next.
+func stop(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP the shipper: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(cmd.Process.Pid)
+		if err != nil {
+			t.Fatalf("read the shipper's threads: %v", err)
+		}
+		if len(running) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shipper's threads %v were still running 10 s after SIGSTOP", running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads lists the threads of pid that are not in the stopped
+// state, from /proc/<pid>/task/<tid>/stat.
+func runningThreads(pid int) ([]string, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return nil, fmt.Errorf("no threads listed for pid %d: %v", pid, err)
+	}
+	var running []string
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		// "tid (comm) S ...": comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			return nil, fmt.Errorf("%s: no state in %q", f, s)
+		}
+		if state := s[i+2]; state != 'T' && state != 't' {
+			running = append(running, fmt.Sprintf("%s=%c", filepath.Base(filepath.Dir(f)), state))
+		}
+	}
+	return running, nil
 }

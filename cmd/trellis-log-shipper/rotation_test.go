@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,9 +167,7 @@ func TestIntegrationStoppedAcrossRotations(t *testing.T) {
 			}
 			// Held: the shipper sees none of what follows until it is
 			// killed and started again.
-			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			stop(t, cmd)
 			for range rotations {
 				for _, r := range rs {
 					r.write(5) // the generation's last lines, never read
