@@ -105,12 +105,19 @@ func (g *Gateway) Authorizer() *Authorizer { return g.authz }
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Stopped before it was ready is a clean stop, not a failure.
 	if err := indexCache(ctx, g.cache); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- g.cache.Start(ctx) }()
 	if !g.cache.WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("informer cache did not sync")
 	}
 	g.ready.Store(true)

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,6 +60,21 @@ func TestIntegrationGateway(t *testing.T) {
 	ci := e.pod("team-a", "ci")
 	// probe waits for the gateway to see a change, with its own rate limit.
 	probe := e.pod("team-a", "probe")
+
+	t.Run("StoppedBeforeReady", func(t *testing.T) {
+		// A gateway told to stop while its cache syncs stops cleanly: the
+		// console's tests stop theirs as soon as they are done.
+		for _, after := range []time.Duration{0, time.Millisecond, 20 * time.Millisecond} {
+			gw, err := gateway.New(gateway.Config{Rest: e.cp.Config, Audit: io.Discard})
+			must(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), after)
+			err = gw.Run(ctx)
+			cancel()
+			if err != nil {
+				t.Errorf("stopped %s after the start: Run returned %v, want nil", after, err)
+			}
+		}
+	})
 
 	t.Run("BadInput", func(t *testing.T) {
 		e.quota("team-a", "compute", "16", "12")
