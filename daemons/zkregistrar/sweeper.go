@@ -99,7 +99,8 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	clear(s.absent)
 	t := s.cfg.Clock.NewTicker(s.cfg.Interval)
 	defer t.Stop()
-	at := s.cfg.Clock.Now()
+	start := s.cfg.Clock.Now()
+	at := start
 	for {
 		if err := s.sweep(ctx, at); err != nil {
 			s.log.Warn("sweep failed; will retry", "err", err)
@@ -107,9 +108,23 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case at = <-t.C():
+		case tick := <-t.C():
+			at = passDate(start, tick, s.cfg.Clock.Now(), s.cfg.Interval)
 		}
 	}
+}
+
+// passDate dates a pass by the tick that started it; but when a pass ran
+// longer than an interval, the ticker delivers its oldest due tick late
+// and drops the ones after it, so the pass is dated by the last tick due
+// before now instead. Dated by the late tick, the pass two intervals on
+// from the one that found a member gone would never run, and the grace
+// would end an interval late.
+func passDate(start, tick, now time.Time, interval time.Duration) time.Time {
+	if due := start.Add(now.Sub(start) / interval * interval); due.After(tick) {
+		return due
+	}
+	return tick
 }
 
 // Sweep is one pass. Its cost: one LIST of the pods labelled

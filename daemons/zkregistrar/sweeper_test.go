@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
@@ -149,3 +151,132 @@ func TestSweepGrace(t *testing.T) {
 		t.Errorf("a2, away twice for 4s of a 5s grace: %q, want True", got)
 	}
 }
+
+// TestSweepAfterADroppedTick: a pass that runs longer than an interval
+// makes the ticker deliver its oldest due tick late and drop the next one
+// (as time.Ticker does). The pass after it must still be dated by the
+// last tick due, so that a member found gone turns its pod False when the
+// grace ends, not an interval later (make test-loaded saw 8.07 s against
+// a bound of 8 s, "gone for 3s" with a grace of 2 s).
+func TestSweepAfterADroppedTick(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := fake.NewClientset(sweptPod("a1", "10.0.1.1"))
+	zk := &heldServersets{fakeServersets: fakeServersets{members: map[string]serverset.Member{
+		"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
+	}}, entered: make(chan struct{}), proceed: make(chan struct{})}
+	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	clk := &manualClock{now: t0, ticks: make(chan time.Time)}
+	s, err := NewSweeper(SweeperConfig{Client: c, Serversets: zk, Interval: time.Second, Grace: 2 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	status := func() corev1.ConditionStatus {
+		p, err := c.CoreV1().Pods("default").Get(ctx, "a1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gateCondition(p).Status
+	}
+	pass := func(during func()) {
+		t.Helper()
+		select {
+		case <-zk.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no pass started")
+		}
+		if during != nil {
+			during()
+		}
+		zk.proceed <- struct{}{}
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		select {
+		case clk.ticks <- at:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the sweeper never took the tick")
+		}
+	}
+
+	pass(nil) // t0: registered
+	clk.set(t0.Add(time.Second))
+	tick(t0.Add(time.Second))
+	// a1's member expires; the pass at t0+1s finds it gone and runs until
+	// t0+3.05s.
+	pass(func() {
+		zk.mu.Lock()
+		delete(zk.members, "/discovery/web/prod/member_0000000001")
+		zk.mu.Unlock()
+		clk.set(t0.Add(3050 * time.Millisecond))
+	})
+	// The ticker delivers t0+2s late; t0+3s is due and dropped.
+	tick(t0.Add(2 * time.Second))
+	pass(nil)
+	// The next tick is taken once that pass is over: a1 has been gone
+	// for the 2 s grace since t0+1s.
+	clk.set(t0.Add(4 * time.Second))
+	tick(t0.Add(4 * time.Second))
+	if got := status(); got != corev1.ConditionFalse {
+		t.Errorf("a1 after the pass due at t0+3s: %s, want False (gone since t0+1s, grace 2s)", got)
+		pass(nil) // still True: the pass at t0+4s reads ZooKeeper
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldServersets is fakeServersets whose children reads wait for the test:
+// each says it started (entered) and returns when told (proceed).
+type heldServersets struct {
+	fakeServersets
+	mu               sync.Mutex
+	entered, proceed chan struct{}
+}
+
+func (h *heldServersets) Children(dir string) ([]string, error) {
+	h.entered <- struct{}{}
+	<-h.proceed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fakeServersets.Children(dir)
+}
+
+func (h *heldServersets) Member(p string) (serverset.Member, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fakeServersets.Member(p)
+}
+
+// manualClock's time is what the test sets, and its ticker delivers the
+// ticks the test sends (the methods the sweeper does not use are nil).
+type manualClock struct {
+	clock.WithTicker
+	mu    sync.Mutex
+	now   time.Time
+	ticks chan time.Time
+}
+
+func (m *manualClock) set(t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = t
+}
+
+func (m *manualClock) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.now
+}
+
+func (m *manualClock) Since(t time.Time) time.Duration { return m.Now().Sub(t) }
+
+func (m *manualClock) NewTicker(time.Duration) clock.Ticker { return manualTicker{m.ticks} }
+
+type manualTicker struct{ c chan time.Time }
+
+func (t manualTicker) C() <-chan time.Time { return t.c }
+func (manualTicker) Stop()                 {}
