@@ -114,11 +114,11 @@ func Up(ctx context.Context, def *definition.ClusterDefinition, o Options) error
 	cfg.UserAgent = "trellis-aws-nodes"
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create a Kubernetes client from %s: %w", o.Kubeconfig, err)
 	}
 	if o.NodeLogs != "" {
 		if err := os.RemoveAll(o.NodeLogs); err != nil {
-			return err
+			return fmt.Errorf("failed to clear the node log directory %s: %w", o.NodeLogs, err)
 		}
 	}
 	r := nodeprovider.New(nodeprovider.Options{EC2: c.EC2, Cluster: name, Kind: o.Kind, Kube: kc, NodeLogs: o.NodeLogs, Log: o.Log})
@@ -172,8 +172,11 @@ func bucketOf(store string) (string, error) {
 
 func writeEnv(path, emulator, store, kubeconfig string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create the directory of env file %s: %w", path, err)
 	}
 	body := fmt.Sprintf("export TRELLIS_AWS_EMULATOR=%s KOPS_STATE_STORE=%s KUBECONFIG=%s\n", emulator, store, kubeconfig)
-	return os.WriteFile(path, []byte(body), 0o644)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("failed to write env file %s: %w", path, err)
+	}
+	return nil
 }

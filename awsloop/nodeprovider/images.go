@@ -35,15 +35,15 @@ func RegisterNodeImage(ctx context.Context, c ImageRegistry, base, name string) 
 	image = nodeImageRepo + ":" + name
 	dir, err := os.MkdirTemp("", "trellis-aws-node-")
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("failed to create a build directory for node image %s: %w", name, err)
 	}
 	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "node-image"), []byte(name+"\n"), 0o644); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("failed to write the marker file of node image %s: %w", name, err)
 	}
 	df := "FROM " + base + "\nCOPY node-image " + MarkerFile + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("failed to write the Dockerfile of node image %s: %w", name, err)
 	}
 	if _, err := docker(ctx, nil, "build", "-q", "-t", image, dir); err != nil {
 		return "", "", err

@@ -190,7 +190,7 @@ func (r *Reconciler) join(ctx context.Context, name string, inst Instance, log *
 		dir := filepath.Join(r.o.NodeLogs, inst.ID)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			cancelRun()
-			return err
+			return fmt.Errorf("failed to create the node log directory %s: %w", dir, err)
 		}
 		s.Binds = append(s.Binds, dir+":/var/log/trellis")
 	}
