@@ -44,8 +44,10 @@ func runRender(o *renderOptions, s streams.Streams) error {
 		return err
 	}
 	if o.OutDir == "" {
-		_, err := s.Out.Write(out)
-		return err
+		if _, err := s.Out.Write(out); err != nil {
+			return fmt.Errorf("failed to write the rendered definition %s: %w", o.File, err)
+		}
+		return nil
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create %s: %w", o.OutDir, err)
