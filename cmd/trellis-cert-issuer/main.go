@@ -70,7 +70,7 @@ func run(ctx context.Context) error {
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, *namespace, "trellis-cert-issuer", client.CoreV1(), client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: *identity})
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create the leader election lock %s/trellis-cert-issuer: %w", *namespace, err)
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	daemon.ServeTLS(ctx, g, srv)
