@@ -75,7 +75,7 @@ type entry struct {
 func ParseIndex(b []byte) ([]Addon, error) {
 	var f indexFile
 	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to decode the addon index: %w", err)
 	}
 	if len(f.Addons) == 0 {
 		return nil, fmt.Errorf("no addons")
