@@ -175,7 +175,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		return nil, fmt.Errorf("failed to create manager: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to add the healthz check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
 		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
@@ -183,7 +183,7 @@ func New(restCfg *rest.Config, cfg Config) (manager.Manager, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to add the readyz check: %w", err)
 	}
 	profiles := &ProfileRollout{
 		Cache: mgr.GetCache(), Client: mgr.GetClient(),

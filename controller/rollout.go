@@ -119,7 +119,7 @@ func (g *ProfileRollout) loadPrevious(ctx context.Context) (*inject.Profile, err
 func (g *ProfileRollout) savePrevious(ctx context.Context, p *inject.Profile) error {
 	data, err := yaml.Marshal(p)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the previous runtime profile for ConfigMap %s/%s: %w", inject.ProfileNamespace, PreviousProfileName, err)
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: inject.ProfileNamespace, Name: PreviousProfileName, Labels: map[string]string{wellknown.LabelManagedBy: wellknown.ManagedBy}},

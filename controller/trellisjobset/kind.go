@@ -79,7 +79,7 @@ func (Workload) Terminal(err error) bool {
 func (Workload) Plan(ctx context.Context, env workload.Env, js *v1alpha1.TrellisJobSet) (workload.Plan, error) {
 	jobs := &batchv1.JobList{}
 	if err := env.Cache.List(ctx, jobs, client.InNamespace(js.Namespace), client.MatchingLabels(inject.SelectorLabels(Kind, js.Name))); err != nil {
-		return workload.Plan{}, err
+		return workload.Plan{}, fmt.Errorf("failed to list the shard Jobs of TrellisJobSet %s/%s: %w", js.Namespace, js.Name, err)
 	}
 	states := make([]ShardState, js.Spec.Shards)
 	for i := range jobs.Items {

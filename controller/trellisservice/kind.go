@@ -55,7 +55,7 @@ func (Workload) Terminal(error) bool { return true }
 func (Workload) Observe(ctx context.Context, cache client.Reader, ts *v1alpha1.TrellisService) (workload.Outcome, error) {
 	dep := &appsv1.Deployment{}
 	if err := cache.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: ts.Name}, dep); err != nil && !apierrors.IsNotFound(err) {
-		return workload.Outcome{}, err
+		return workload.Outcome{}, fmt.Errorf("failed to read Deployment %s/%s: %w", ts.Namespace, ts.Name, err)
 	}
 	ts.Status.Replicas = dep.Status.Replicas
 	ts.Status.ReadyReplicas = dep.Status.ReadyReplicas

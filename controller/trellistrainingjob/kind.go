@@ -63,7 +63,7 @@ func (Workload) CreateOnly(o client.Object) bool { _, pod := o.(*corev1.Pod); re
 func (Workload) Plan(ctx context.Context, env workload.Env, tj *v1alpha1.TrellisTrainingJob) (workload.Plan, error) {
 	pods := &corev1.PodList{}
 	if err := env.Cache.List(ctx, pods, client.InNamespace(tj.Namespace), client.MatchingLabels(inject.SelectorLabels(Kind, tj.Name))); err != nil {
-		return workload.Plan{}, err
+		return workload.Plan{}, fmt.Errorf("failed to list the pods of TrellisTrainingJob %s/%s: %w", tj.Namespace, tj.Name, err)
 	}
 	finished := finishedReason(&tj.Status)
 	if finished == "" {

@@ -159,5 +159,8 @@ func tfConfig(tj *v1alpha1.TrellisTrainingJob, role v1alpha1.ReplicaRole, index 
 		"cluster": cluster,
 		"task":    map[string]any{"type": strings.ToLower(string(role)), "index": index},
 	})
-	return string(b), err
+	if err != nil {
+		return "", fmt.Errorf("failed to encode the TF_CONFIG of %s %d of TrellisTrainingJob %s/%s: %w", role, index, tj.Namespace, tj.Name, err)
+	}
+	return string(b), nil
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
@@ -123,7 +124,7 @@ func GetOwned(ctx context.Context, cache client.Reader, owner, obj client.Object
 		return Progress(false, what+" not created yet"), false, nil
 	}
 	if err != nil {
-		return Outcome{}, false, err
+		return Outcome{}, false, fmt.Errorf("failed to read %s %s/%s: %w", what, owner.GetNamespace(), owner.GetName(), err)
 	}
 	return Outcome{}, true, nil
 }

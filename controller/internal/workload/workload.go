@@ -105,7 +105,7 @@ func PatchStatus(ctx context.Context, c client.Client, obj client.Object, curren
 	}
 	body, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	if err := c.Status().Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("failed to update status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
