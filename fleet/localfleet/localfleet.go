@@ -169,7 +169,7 @@ func StartMember(ctx context.Context, dir string, def *definition.ClusterDefinit
 		return nil, err
 	}
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.ProfileNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+		return nil, fmt.Errorf("failed to create namespace %s: %w", inject.ProfileNamespace, err)
 	}
 	if err := kwok.Start(cp, podCIDR); err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func StartMember(ctx context.Context, dir string, def *definition.ClusterDefinit
 		}
 		n := kwok.Node(fmt.Sprintf("%s-node-%d", def.Name, i), o.NodeCPU, o.NodeMemory, 110, labels)
 		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to create node %s: %w", n.Name, err)
 		}
 		nodes = append(nodes, n.Name)
 	}

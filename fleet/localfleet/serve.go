@@ -38,11 +38,11 @@ func Serve(ctx context.Context, opts ServeOptions, out io.Writer) error {
 		defs = append(defs, l.ClusterDefinition)
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("failed to create fleet directory %s: %w", opts.Dir, err)
 	}
 	dir, err := os.MkdirTemp(opts.Dir, "fleet-")
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create a fleet folder in %s: %w", opts.Dir, err)
 	}
 	began := time.Now()
 	f, err := Up(ctx, dir, Options{

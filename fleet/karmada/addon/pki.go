@@ -149,7 +149,7 @@ func karmadaKubeconfigs(files map[string][]byte) error {
 		cfg.CurrentContext = "fleet"
 		b, err := clientcmd.Write(*cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to encode kubeconfig %s: %w", name, err)
 		}
 		files[name] = b
 	}

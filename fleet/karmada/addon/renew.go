@@ -61,7 +61,7 @@ func restartMounting(ctx context.Context, a *addons.Applier, secret, at string) 
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 		"annotations": map[string]string{KarmadaRenewedAnnotation: at}}}}})
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the restart patch for the workloads mounting secret %s: %w", secret, err)
 	}
 	opts := metav1.PatchOptions{FieldManager: renewFieldManager}
 	deps, err := a.Client.AppsV1().Deployments(addons.Namespace).List(ctx, metav1.ListOptions{})
