@@ -25,7 +25,7 @@ import (
 func CapacityOf(ctx context.Context, c kubernetes.Interface) (Capacity, error) {
 	pls, err := c.FlowcontrolV1().PriorityLevelConfigurations().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return Capacity{}, err
+		return Capacity{}, fmt.Errorf("failed to list priority levels: %w", err)
 	}
 	cap := Capacity{Shares: map[string]int32{}}
 	for _, pl := range pls.Items {
@@ -87,16 +87,16 @@ func labelValue(line, name string) string {
 func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 	levels, schemas := p.Objects()
 	opts := metav1.PatchOptions{FieldManager: "trellis-quota", Force: new(true)}
-	for _, pl := range levels {
+	for i, pl := range levels {
 		b, err := json.Marshal(pl)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to encode priority level %d of the proposal: %w", i, err)
 		}
 		var meta struct {
 			Metadata struct{ Name string }
 		}
 		if err := json.Unmarshal(b, &meta); err != nil {
-			return err
+			return fmt.Errorf("failed to read the name of priority level %d of the proposal: %w", i, err)
 		}
 		if _, err := c.FlowcontrolV1().PriorityLevelConfigurations().Patch(ctx, meta.Metadata.Name, types.ApplyPatchType, b, opts); err != nil {
 			return fmt.Errorf("failed to apply priority level %s: %w", meta.Metadata.Name, err)
@@ -106,7 +106,7 @@ func Apply(ctx context.Context, c kubernetes.Interface, p Proposal) error {
 	for _, fs := range schemas {
 		b, err := json.Marshal(fs)
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to encode flow schema %s: %w", fs.Name, err)
 		}
 		if _, err := c.FlowcontrolV1().FlowSchemas().Patch(ctx, fs.Name, types.ApplyPatchType, b, opts); err != nil {
 			return fmt.Errorf("failed to apply flow schema %s: %w", fs.Name, err)

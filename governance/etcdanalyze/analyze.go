@@ -76,7 +76,7 @@ func Analyze(path string) (*Report, error) {
 	err = db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("key"))
 		if b == nil {
-			return fmt.Errorf("%s is not an etcd v3 snapshot: no \"key\" bucket", path)
+			return fmt.Errorf("not an etcd v3 snapshot: no \"key\" bucket")
 		}
 		if m := tx.Bucket([]byte("meta")); m != nil {
 			if v := m.Get([]byte("finishedCompactRev")); len(v) >= 17 {
@@ -112,7 +112,7 @@ func Analyze(path string) (*Report, error) {
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to read snapshot %s: %w", path, err)
 	}
 	spaces := map[string]*Space{}
 	for k, st := range keys {
@@ -196,8 +196,10 @@ func (r *Report) WriteFolded(w io.Writer) error {
 		buf.WriteString(strings.ReplaceAll(strings.TrimPrefix(k, "/"), "/", ";"))
 		fmt.Fprintf(&buf, " %d\n", r.Keys[k])
 	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("failed to write the folded stacks: %w", err)
+	}
+	return nil
 }
 
 func human(n int64) string {

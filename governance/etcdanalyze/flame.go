@@ -93,8 +93,10 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	}
 	draw(root, 0, scale, 0)
 	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("failed to write the flame graph: %w", err)
+	}
+	return nil
 }
 
 func esc(s string) string {

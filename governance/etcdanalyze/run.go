@@ -51,7 +51,7 @@ func Run(path string, opts RunOptions, w io.Writer) error {
 func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create %s: %w", path, err)
 	}
 	if err := write(f); err != nil {
 		f.Close()

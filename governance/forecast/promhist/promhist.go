@@ -21,7 +21,7 @@ func Query(ctx context.Context, api promv1.API, query string, res time.Duration,
 	q := fmt.Sprintf("max_over_time((%s)[1h:%s])", query, model.Duration(res))
 	v, _, err := api.QueryRange(ctx, q, promv1.Range{Start: start.Add(time.Hour - time.Second), End: end.Add(-time.Second), Step: time.Hour})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to query the hourly peaks of %s: %w", query, err)
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {

@@ -68,7 +68,7 @@ func (r Report) plot() (*plot.Plot, error) {
 		}
 		poly, err := plotter.NewPolygon(band)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to draw the forecast band of the %s %s plot: %w", r.Namespace, r.Resource, err)
 		}
 		poly.Color = rgba(70, 130, 180, 70)
 		poly.Width = 0
@@ -80,7 +80,7 @@ func (r Report) plot() (*plot.Plot, error) {
 		}
 		l, err := plotter.NewLine(mean)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to draw the forecast line of the %s %s plot: %w", r.Namespace, r.Resource, err)
 		}
 		l.Color = rgba(70, 130, 180, 255)
 		p.Add(l)
@@ -93,7 +93,7 @@ func (r Report) plot() (*plot.Plot, error) {
 		}
 		l, err := plotter.NewLine(h)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to draw the usage line of the %s %s plot: %w", r.Namespace, r.Resource, err)
 		}
 		l.Color = rgba(40, 40, 40, 255)
 		p.Add(l)
@@ -114,7 +114,7 @@ func (r Report) plot() (*plot.Plot, error) {
 		}
 		l, err := plotter.NewLine(q)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to draw the quota line of the %s %s plot: %w", r.Namespace, r.Resource, err)
 		}
 		l.Color = rgba(200, 30, 30, 255)
 		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
@@ -125,7 +125,7 @@ func (r Report) plot() (*plot.Plot, error) {
 		lo, hi := p.Y.Min, p.Y.Max
 		l, err := plotter.NewLine(plotter.XYs{{X: x(*r.Crosses), Y: lo}, {X: x(*r.Crosses), Y: hi}})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("failed to draw the quota crossing line of the %s %s plot: %w", r.Namespace, r.Resource, err)
 		}
 		l.Color = rgba(200, 30, 30, 255)
 		p.Add(l)
