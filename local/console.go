@@ -93,7 +93,7 @@ func (u *up) console(ctx context.Context) error {
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode the OIDC provider configuration: %w", err)
 	}
 	gatewayData := map[string]string{
 		"issuer": issuer, "client-id": ConsoleClientID, "redirect-url": base + "/callback",

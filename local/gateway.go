@@ -196,7 +196,7 @@ func (u *up) nodeIP() (string, error) {
 func applyObject(ctx context.Context, cs kubernetes.Interface, obj any) error {
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to encode %T to apply it: %w", obj, err)
 	}
 	force := true
 	opts := metav1.PatchOptions{FieldManager: fieldManager, Force: &force}
@@ -205,7 +205,7 @@ func applyObject(ctx context.Context, cs kubernetes.Interface, obj any) error {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return err
+		return fmt.Errorf("failed to read the kind and name of %T to apply it: %w", obj, err)
 	}
 	switch m.Kind {
 	case "Service":

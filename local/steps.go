@@ -123,7 +123,7 @@ func (u *up) connect() error {
 	cfg.UserAgent = "trellis-local"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to create a Kubernetes client from %s: %w", u.o.Kubeconfig, err)
 	}
 	u.rest, u.client = cfg, cs
 	return nil
@@ -137,7 +137,7 @@ func (u *up) loadImages(ctx context.Context) error {
 	if bin == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return err
+			return fmt.Errorf("failed to locate the trellis binary, whose directory holds the image binaries: %w", err)
 		}
 		bin = filepath.Dir(self)
 	}
