@@ -4,10 +4,12 @@ package quota
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/cli/internal/flags"
@@ -41,7 +43,7 @@ func NewCommand(s streams.Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			smp, err := quota.Collect(cmd.Context(), c, time.Now())
+			smp, skipped, err := quota.Collect(cmd.Context(), c, time.Now())
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,9 @@ func NewCommand(s streams.Streams) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(s.Out, "recorded usage of %d namespaces in %s\n", len(smp), f.source.Store)
+			if len(skipped) > 0 {
+				fmt.Fprintf(s.Out, "not counted (this identity may not list them): %s\n", strings.Join(resourceNames(skipped), ", "))
+			}
 			return nil
 		},
 	}
@@ -87,4 +92,13 @@ func NewCommand(s streams.Streams) *cobra.Command {
 	plan.Flags().StringSliceVar(&f.skip, "skip", []string{"kube-system", "kube-public", "kube-node-lease"}, "namespaces without quotas")
 	cmd.AddCommand(sample, plan, apply, watch, report, federateCommand(s))
 	return cmd
+}
+
+func resourceNames(rs []corev1.ResourceName) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -18,8 +18,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/governance/apfplan"
@@ -40,11 +43,14 @@ type Sample struct {
 
 // Collect measures every namespace's usage: the requests and limits of its
 // pods that are not finished, and its object counts. It lists, once per
-// run: this is a periodic job, not a controller.
-func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Sample, error) {
+// run: this is a periodic job, not a controller. An object count the
+// caller may not list (the local cluster's sampler is refused secrets) is
+// left out of the samples rather than recorded as zero; Collect returns
+// those it left out.
+func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Sample, []corev1.ResourceName, error) {
 	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("failed to list namespaces: %w", err)
+		return nil, nil, fmt.Errorf("failed to list namespaces: %w", err)
 	}
 	usage := map[string]map[corev1.ResourceName]resource.Quantity{}
 	for _, ns := range nss.Items {
@@ -64,7 +70,7 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 	one := *resource.NewQuantity(1, resource.DecimalSI)
 	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("failed to list pods in all namespaces: %w", err)
+		return nil, nil, fmt.Errorf("failed to list pods in all namespaces: %w", err)
 	}
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -78,40 +84,46 @@ func Collect(ctx context.Context, c kubernetes.Interface, now time.Time) ([]Samp
 			add(p.Namespace, corev1.ResourceLimitsMemory, ct.Resources.Limits[corev1.ResourceMemory])
 		}
 	}
-	cms, err := c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("failed to list configmaps in all namespaces: %w", err)
+	all := metav1.ListOptions{}
+	counts := []struct {
+		res  corev1.ResourceName
+		list func() (runtime.Object, error)
+	}{
+		{"count/configmaps", func() (runtime.Object, error) { return c.CoreV1().ConfigMaps("").List(ctx, all) }},
+		{"count/secrets", func() (runtime.Object, error) { return c.CoreV1().Secrets("").List(ctx, all) }},
+		{"count/services", func() (runtime.Object, error) { return c.CoreV1().Services("").List(ctx, all) }},
+		{"count/persistentvolumeclaims", func() (runtime.Object, error) { return c.CoreV1().PersistentVolumeClaims("").List(ctx, all) }},
 	}
-	for _, o := range cms.Items {
-		add(o.Namespace, "count/configmaps", one)
-	}
-	secrets, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("failed to list secrets in all namespaces: %w", err)
-	}
-	for _, o := range secrets.Items {
-		add(o.Namespace, "count/secrets", one)
-	}
-	svcs, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("failed to list services in all namespaces: %w", err)
-	}
-	for _, o := range svcs.Items {
-		add(o.Namespace, "count/services", one)
-	}
-	pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("failed to list persistentvolumeclaims in all namespaces: %w", err)
-	}
-	for _, o := range pvcs.Items {
-		add(o.Namespace, "count/persistentvolumeclaims", one)
+	var skipped []corev1.ResourceName
+	for _, k := range counts {
+		l, err := k.list()
+		if apierrors.IsForbidden(err) {
+			skipped = append(skipped, k.res)
+			for _, u := range usage {
+				delete(u, k.res)
+			}
+			continue
+		}
+		if err == nil {
+			err = meta.EachListItem(l, func(o runtime.Object) error {
+				m, err := meta.Accessor(o)
+				if err != nil {
+					return fmt.Errorf("an item without metadata: %w", err)
+				}
+				add(m.GetNamespace(), k.res, one)
+				return nil
+			})
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to count the objects of %s in all namespaces: %w", k.res, err)
+		}
 	}
 	var out []Sample
 	for ns, u := range usage {
 		out = append(out, Sample{Time: now, Namespace: ns, Usage: u})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
-	return out, nil
+	return out, skipped, nil
 }
 
 // Store keeps samples as JSON lines in a local file, pruning those older

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,8 +15,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/yaml"
 
@@ -101,7 +105,7 @@ func TestIntegrationQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 5 || i == 11 { // two samples: 6 pods, then the peak of 12
-			s, err := Collect(ctx, c, time.Now())
+			s, _, err := Collect(ctx, c, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,5 +215,92 @@ func TestPlanRoundTrip(t *testing.T) {
 		if got := back.Quotas["a"][r]; got.Cmp(q) != 0 {
 			t.Errorf("%s: %s after the round trip, want %s", r, got.String(), q.String())
 		}
+	}
+}
+
+// TestIntegrationCollectWithoutSecrets samples as the local cluster's
+// sampler does, with the RBAC the kind addons give it (read from the
+// rendered local cluster, clusters/expected/local.addons.yaml): it may not
+// list secrets, so count/secrets is left out of every sample and said to
+// be, while every other count and the pods' usage are recorded.
+func TestIntegrationCollectWithoutSecrets(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{})
+	ctx := context.Background()
+	c := cp.Client
+	b, err := os.ReadFile("../../clusters/expected/local.addons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var m metav1.TypeMeta
+		var o metav1.PartialObjectMetadata
+		if yaml.Unmarshal([]byte(doc), &m) != nil || yaml.Unmarshal([]byte(doc), &o) != nil || o.Name != "trellis-quota-sample" {
+			continue
+		}
+		switch m.Kind {
+		case "ClusterRole":
+			err = yaml.Unmarshal([]byte(doc), &role)
+		case "ClusterRoleBinding":
+			err = yaml.Unmarshal([]byte(doc), &binding)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(role.Rules) == 0 || len(binding.Subjects) != 1 {
+		t.Fatalf("the local cluster's addons have no trellis-quota-sample ClusterRole and binding")
+	}
+	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := c.CoreV1().ConfigMaps("team-a").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CoreV1().Secrets("team-a").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := binding.Subjects[0]
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + sa.Namespace + ":" + sa.Name}
+	as, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, skipped, err := Collect(ctx, as, time.Now())
+	if err != nil {
+		t.Fatalf("collect as %s: %v", cfg.Impersonate.UserName, err)
+	}
+	if len(skipped) != 1 || skipped[0] != "count/secrets" {
+		t.Errorf("skipped %v, want [count/secrets]", skipped)
+	}
+	var teamA *Sample
+	for i := range samples {
+		if samples[i].Namespace == "team-a" {
+			teamA = &samples[i]
+		}
+		if _, ok := samples[i].Usage["count/secrets"]; ok {
+			t.Errorf("%s's sample records count/secrets, which the sampler may not list", samples[i].Namespace)
+		}
+	}
+	if teamA == nil {
+		t.Fatalf("no sample of team-a among %d", len(samples))
+	}
+	// team-a's two, and the root CA ConfigMap every namespace gets (when
+	// the controller-manager runs; none here).
+	if got := teamA.Usage["count/configmaps"]; got.Value() < 2 {
+		t.Errorf("team-a's count/configmaps = %s, want at least 2", got.String())
+	}
+	if _, ok := teamA.Usage[corev1.ResourcePods]; !ok {
+		t.Errorf("team-a's sample lacks pods")
 	}
 }
