@@ -62,6 +62,13 @@ type Values struct {
 	// CronJob (`trellis quota watch`), from the definition's quota section.
 	QuotaSchedule  string
 	QuotaWatchArgs []string
+	// ConsoleDataDir is, on kind, a folder of the control-plane node
+	// where a CronJob records every namespace's usage (`trellis quota
+	// sample`) and the gateway's console reads it for the capacity page,
+	// beside the AMI rollout state store its rollouts page shows. Empty
+	// elsewhere: a cloud's console reads Prometheus and the kops state
+	// store.
+	ConsoleDataDir string
 	// KubeRepository, KubernetesVersion and EtcdTag name the Kubernetes
 	// images of a control plane an addon runs (the fleet's): those the
 	// cluster's nodes have (kind) or pull (AWS).
@@ -75,6 +82,11 @@ type Values struct {
 
 // Registry of the runtime images.
 const Registry = "registry.trellis.dev/trellis"
+
+// KindConsoleDataDir is Values.ConsoleDataDir on kind: the usage samples
+// are usage.jsonl in it, and the rollout state store (file://) for the
+// cluster of the definition's name is its folder state.
+const KindConsoleDataDir = "/var/lib/trellis/console"
 
 // Render renders the definition's addons, in dependency order (an addon's
 // dependencies that the definition does not list are skipped: a cluster
@@ -101,6 +113,7 @@ func Render(def *definition.ClusterDefinition, lifecycles ...Lifecycle) ([]Rende
 	}
 	if def.Cloud == definition.CloudKind {
 		v.IssuerReplicas, v.ControllerReplicas = 1, 1
+		v.ConsoleDataDir = KindConsoleDataDir
 	}
 	sink := def.Runtime.LogSink
 	switch sink.Type {

@@ -107,7 +107,8 @@ func (u *up) console(ctx context.Context) error {
 		secret(OIDCName, map[string]string{"config.json": string(cfgJSON), "dev-password": sec.DevPassword, "guest-password": sec.GuestPassword, "session-key": sec.SessionKey}),
 		secret(ConsoleSecret, gatewayData), oidcDeployment(cfgJSON), oidcService()}
 	role, binding := ConsoleRBAC(SampleNamespace)
-	objs = append(objs, role, binding)
+	rolloutsRole, rolloutsBinding := ConsoleRolloutsRBAC()
+	objs = append(objs, role, binding, rolloutsRole, rolloutsBinding)
 	for _, o := range objs {
 		if err := applyObject(ctx, u.client, o); err != nil {
 			return fmt.Errorf("apply the local console's objects: %w", err)
@@ -358,6 +359,29 @@ func ConsoleRBAC(ns string) (*rbacv1.Role, *rbacv1.RoleBinding) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: meta,
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: consoleRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "oidc:" + ConsoleUser}},
+	}
+	return role, rb
+}
+
+// ConsoleRolloutsRBAC lets ConsoleUser see the AMI rollouts page and
+// pause, resume or abort from it (console.RolloutResource and
+// RolloutControl; cluster scoped). The local cluster's one person is its
+// operator; the guest gets none of it.
+func ConsoleRolloutsRBAC() (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
+	meta := metav1.ObjectMeta{Name: consoleRole + "-rollouts", Labels: localLabels}
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: meta,
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"amirollouts"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"workloads.trellis.dev"}, Resources: []string{"amirollouts/control"}, Verbs: []string{"update"}},
+		},
+	}
+	rb := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: meta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: meta.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "oidc:" + ConsoleUser}},
 	}
 	return role, rb

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trellis-dev/trellis/addons"
+	"github.com/trellis-dev/trellis/console"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
@@ -187,6 +189,49 @@ func TestConsolePasswordsOnANewMachine(t *testing.T) {
 		}
 		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: mode %v, %v; want 0600", f, fi.Mode().Perm(), err)
+		}
+	}
+}
+
+// TestIntegrationConsoleRolloutsRBAC applies the local console's rollouts
+// RBAC on a real apiserver and asks its RBAC what the console asks: the
+// dev user may see the rollouts page and pause, resume or abort; the
+// guest may do neither.
+func TestIntegrationConsoleRolloutsRBAC(t *testing.T) {
+	cp := cluster.Start(t, cluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	role, binding := ConsoleRolloutsRBAC()
+	for _, o := range []any{role, binding} {
+		if err := applyObject(ctx, cp.Client, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowed := func(user, resource, verb string) bool {
+		res, sub, _ := strings.Cut(resource, "/")
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "oidc:" + user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: console.RolloutGroup, Resource: res, Subresource: sub, Verb: verb,
+			},
+		}}
+		got, err := cp.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("review %s %s %s: %v", user, verb, resource, err)
+		}
+		return got.Status.Allowed
+	}
+	for _, c := range []struct {
+		user, resource, verb string
+		want                 bool
+	}{
+		{ConsoleUser, console.RolloutResource, "get", true},
+		{ConsoleUser, console.RolloutControl, "update", true},
+		{ConsoleGuest, console.RolloutResource, "get", false},
+		{ConsoleGuest, console.RolloutControl, "update", false},
+	} {
+		if got := allowed(c.user, c.resource, c.verb); got != c.want {
+			t.Errorf("%s %s %s: allowed %t, want %t", c.user, c.verb, c.resource, got, c.want)
 		}
 	}
 }

@@ -218,6 +218,10 @@ func applyObject(ctx context.Context, cs kubernetes.Interface, obj any) error {
 		_, err = cs.RbacV1().RoleBindings(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
 	case "Namespace":
 		_, err = cs.CoreV1().Namespaces().Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
+	case "ClusterRole":
+		_, err = cs.RbacV1().ClusterRoles().Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
+	case "ClusterRoleBinding":
+		_, err = cs.RbacV1().ClusterRoleBindings().Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
 	case "Secret":
 		_, err = cs.CoreV1().Secrets(m.Metadata.Namespace).Patch(ctx, m.Metadata.Name, types.ApplyPatchType, b, opts)
 	case "Deployment":

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,10 +14,14 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trellis-dev/trellis/addons"
 	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/bootstrap/rollout"
 	trellislocal "github.com/trellis-dev/trellis/local"
 )
 
@@ -127,6 +132,53 @@ func TestConsoleBrowser(t *testing.T) {
 	detail, _ := chromedp.Run(bctx, chromedp.Location())
 	b.shot("workload")
 
+	// The capacity page: the namespace's quota, its usage as the
+	// trellis-quota-sample CronJob records it on the control-plane node,
+	// and the forecast's plot.
+	quotaName := "console-e2e"
+	_ = cs.CoreV1().ResourceQuotas(ns).Delete(ctx, quotaName, metav1.DeleteOptions{})
+	_, err = cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: quotaName},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("100")}}}, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ResourceQuotas(ns).Delete(context.Background(), quotaName, metav1.DeleteOptions{})
+	})
+	runCronJob(t, "trellis-quota-sample", fmt.Sprint(time.Now().Unix()))
+	b.run(30*time.Second, chromedp.Navigate(base+"capacity?namespace="+ns), chromedp.WaitVisible(chromedp.CSS(`figure.plot img`)))
+	plotWidth, err := chromedp.Run(bctx, chromedp.Poll[int](`document.querySelector("figure.plot img").naturalWidth || null`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || plotWidth == 0 {
+		t.Errorf("the capacity plot did not load (%v)", err)
+	}
+	if got := b.text(`main`); !strings.Contains(got, quotaName) || !strings.Contains(got, "pods") {
+		t.Errorf("the capacity page lacks the quota %s and its pods:\n%s", quotaName, got)
+	}
+	b.shot("capacity")
+
+	// A paused AMI rollout in the rollout state store on the control-plane
+	// node (kind has no AMIs: the state is what `trellis ami pause` leaves,
+	// written with the same store): the dev user resumes it after
+	// confirming, and the store says Running.
+	rollouts := pausedRollout(t)
+	b.run(30*time.Second, chromedp.Navigate(base+"rollouts"), chromedp.WaitVisible(chromedp.ID("groups")))
+	if got := b.text(`#status`); !strings.Contains(got, "Paused") {
+		t.Errorf("the rollouts page says %q, want Paused", got)
+	}
+	if got := b.text(`#groups`); !strings.Contains(got, "nodes") || !strings.Contains(got, "2/5") {
+		t.Errorf("the rollout's groups lack nodes 2/5:\n%s", got)
+	}
+	b.shot("rollouts")
+	b.run(20*time.Second, chromedp.Click(chromedp.CSS(`button[value="resume"]`)), chromedp.WaitVisible(chromedp.ID("confirm")))
+	b.shot("rollouts-confirm")
+	b.run(20*time.Second, chromedp.Click(chromedp.CSS(`#confirm button`)), chromedp.WaitVisible(chromedp.ID("controls")))
+	eventually(t, "the store says Running after resume", 20*time.Second, func() (bool, string) {
+		st := rollouts.status(t)
+		return st == rollout.StatusRunning, string(st)
+	})
+	if got := b.text(`#status`); !strings.Contains(got, "Running") {
+		t.Errorf("after resume the rollouts page says %q, want Running", got)
+	}
+	b.shot("rollouts-resumed")
+
 	// The guest signs in and is refused what RBAC does not allow it.
 	b.run(20*time.Second, chromedp.Click(chromedp.CSS(`form.signout button`)), chromedp.WaitVisible(chromedp.ID("signin")))
 	b.signIn(base+"workloads?namespace="+ns, trellislocal.ConsoleGuest, password("guest"))
@@ -138,6 +190,73 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("the guest's page of %s: %q, want a refusal and no pod", name, got)
 	}
 	b.shot("refused")
+	b.run(20*time.Second, chromedp.Navigate(base+"capacity?namespace="+ns), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not") || strings.Contains(got, quotaName) {
+		t.Errorf("the guest's capacity page: %q, want a refusal and no quota", got)
+	}
+	b.run(20*time.Second, chromedp.Navigate(base+"rollouts"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if got := b.text(`main`); !strings.Contains(got, "may not get amirollouts") || strings.Contains(got, rolloutID) {
+		t.Errorf("the guest's rollouts page: %q, want a refusal and no rollout", got)
+	}
+	if v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector('button[value="resume"], button[value="pause"], button[value="abort"]') !== null`)); err != nil || v {
+		t.Errorf("the guest sees a rollout button (%v)", err)
+	}
+	b.shot("rollouts-refused")
+}
+
+// rolloutID names the paused rollout pausedRollout leaves.
+const rolloutID = "r1764330000"
+
+// nodeRollouts is the rollout state store the local cluster's gateway
+// reads (addons.KindConsoleDataDir on the control-plane node), reached
+// through docker.
+type nodeRollouts struct {
+	node, dir string // the node's store folder
+	cluster   string
+}
+
+// pausedRollout leaves a paused rollout in the local cluster's store, as
+// `trellis ami pause` leaves one once its run has stopped: the control
+// plane done, the nodes group 2 of 5 replaced. Its cleanup removes it.
+func pausedRollout(t *testing.T) *nodeRollouts {
+	t.Helper()
+	// The gateway's --rollout-cluster is the definition's name.
+	r := &nodeRollouts{node: cluster + "-control-plane", dir: addons.KindConsoleDataDir + "/state", cluster: cluster}
+	local := t.TempDir()
+	store, err := rollout.NewVFSStore("file://"+local, r.cluster)
+	must(t, err)
+	now := time.Now()
+	must(t, store.Save(context.Background(), &rollout.State{
+		ID: rolloutID, Cluster: r.cluster, Image: "ami-0123456789abcdef0", Status: rollout.StatusPaused, Budget: 2,
+		Message: "paused after the canary", Updated: now.Add(-time.Minute), Started: now.Add(-20 * time.Minute),
+		Groups: map[string]*rollout.GroupProgress{
+			"control-plane": {Name: "control-plane", Strategy: rollout.Strategy{MaxSurge: 1}, Old: []string{"i-c1"}, Replaced: []string{"i-c1"}, Done: true},
+			"nodes": {Name: "nodes", Strategy: rollout.Strategy{MaxSurge: 2, Canary: true, Phase: 1},
+				Old: []string{"i-1", "i-2", "i-3", "i-4", "i-5"}, Replaced: []string{"i-1", "i-2"}},
+		},
+	}))
+	remove := func() {
+		_ = exec.Command("docker", "exec", r.node, "rm", "-rf", r.dir+"/"+r.cluster).Run()
+	}
+	remove()
+	t.Cleanup(remove)
+	if out, err := exec.Command("docker", "exec", r.node, "mkdir", "-p", r.dir).CombinedOutput(); err != nil {
+		t.Fatalf("make the store folder on %s: %v\n%s", r.node, err, out)
+	}
+	if out, err := exec.Command("docker", "cp", filepath.Join(local, r.cluster), r.node+":"+r.dir+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copy the rollout state onto %s: %v\n%s", r.node, err, out)
+	}
+	return r
+}
+
+// status is the rollout's status in the node's store.
+func (r *nodeRollouts) status(t *testing.T) rollout.Status {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", r.node, "cat", r.dir+"/"+r.cluster+"/trellis/ami-rollout.json").Output()
+	must(t, err)
+	var st rollout.State
+	must(t, json.Unmarshal(out, &st))
+	return st.Status
 }
 
 // helloByDigest is the sample image by the manifest digest the nodes hold

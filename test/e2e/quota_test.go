@@ -40,30 +40,7 @@ func TestQuotaWatchCronJob(t *testing.T) {
 	if _, err := quota.Apply(ctx, cs, plan, now.Add(-48*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	cj, err := cs.BatchV1().CronJobs("trellis-system").Get(ctx, "trellis-quota", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "trellis-quota-" + ns, Namespace: "trellis-system"}, Spec: cj.Spec.JobTemplate.Spec}
-	if _, err := cs.BatchV1().Jobs("trellis-system").Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		bg := metav1.DeletePropagationBackground
-		_ = cs.BatchV1().Jobs("trellis-system").Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	})
-	eventually(t, "the quota watch Job succeeds", 3*time.Minute, func() (bool, string) {
-		j, err := cs.BatchV1().Jobs("trellis-system").Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				t.Fatalf("the quota watch Job failed: %s", c.Message)
-			}
-		}
-		return j.Status.Succeeded > 0, fmt.Sprintf("succeeded %d, failed %d", j.Status.Succeeded, j.Status.Failed)
-	})
+	runCronJob(t, "trellis-quota", ns)
 	rq, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,4 +48,36 @@ func TestQuotaWatchCronJob(t *testing.T) {
 	if got := rq.Spec.Hard[corev1.ResourcePods]; got.Value() != 20 {
 		t.Fatalf("pods quota %s after the watch ran, want the due step's 20", got.String())
 	}
+}
+
+// runCronJob runs the CronJob trellis-system/name once now, as a Job from
+// its template named after it and suffix (as `kubectl create job --from`
+// does), and waits until it succeeds.
+func runCronJob(t *testing.T, name, suffix string) {
+	t.Helper()
+	ctx := context.Background()
+	cj, err := cs.BatchV1().CronJobs("trellis-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + suffix, Namespace: "trellis-system"}, Spec: cj.Spec.JobTemplate.Spec}
+	if _, err := cs.BatchV1().Jobs("trellis-system").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := metav1.DeletePropagationBackground
+		_ = cs.BatchV1().Jobs("trellis-system").Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	})
+	eventually(t, "the Job "+job.Name+" succeeds", 3*time.Minute, func() (bool, string) {
+		j, err := cs.BatchV1().Jobs("trellis-system").Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				t.Fatalf("the Job %s failed: %s", job.Name, c.Message)
+			}
+		}
+		return j.Status.Succeeded > 0, fmt.Sprintf("succeeded %d, failed %d", j.Status.Succeeded, j.Status.Failed)
+	})
 }
