@@ -36,10 +36,7 @@ type common struct {
 }
 
 func (c *common) add(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&c.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	flags.State(cmd.Flags(), &c.State, "kops state store (default $KOPS_STATE_STORE)")
-	flags.Emulator(cmd.Flags(), &c.Emulator, "URL of an AWS API emulator on loopback: every AWS call and the s3:// state store go there (default $"+bootstrap.EmulatorEnv+")")
-	_ = cmd.MarkFlagRequired("file")
+	flags.Cluster(cmd, &c.File, &c.State, &c.Emulator)
 }
 
 // store opens the rollout state of the definition's cluster.

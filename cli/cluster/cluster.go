@@ -61,9 +61,7 @@ type stateFlags struct {
 func newStateFlags(o Options) stateFlags { return stateFlags{offline: o.OfflineCloud} }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	flags.State(cmd.Flags(), &f.State, "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
-	flags.Emulator(cmd.Flags(), &f.Emulator, "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
+	flags.Cluster(cmd, &f.File, &f.State, &f.Emulator)
 	if f.offline != nil {
 		cmd.Flags().BoolVar(&f.FakeAWS, "fake-aws", false, "plan and apply against kops's in-memory AWS fake (cloudmock) instead of AWS: for offline demos and tests; nothing is created anywhere")
 		cmd.MarkFlagsMutuallyExclusive("fake-aws", "aws-emulator")
@@ -71,7 +69,6 @@ func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.TaskTimeout, "task-timeout", 10*time.Minute, "how long kops retries ONE failing cloud task before the command fails and restores the state store; it bounds each task, not the command (tasks that wait on each other can each take it)")
 	cmd.Flags().DurationVar(&f.Progress, "progress-interval", 30*time.Second, "while kops retries, print each still-failing task and its last error this often")
 	_ = cmd.Flags().MarkHidden("progress-interval")
-	_ = cmd.MarkFlagRequired("file")
 }
 
 func loadAWS(file string) (*definition.Loaded, error) {

@@ -52,13 +52,10 @@ keeps the state-store folder: run the same command again to finish.`,
 			return plan.Report(s.Out, o.Yes, again, err)
 		},
 	}
-	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	flags.State(cmd.Flags(), &o.State, "kops state store (default $KOPS_STATE_STORE)")
-	flags.Emulator(cmd.Flags(), &o.Emulator, "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	flags.Cluster(cmd, &o.File, &o.State, &o.Emulator)
 	cmd.Flags().BoolVar(&o.Yes, "yes", false, "delete (default: list what would be deleted)")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 10*time.Minute, "how long kops may retry deleting resources that still have dependents")
 	cmd.Flags().DurationVar(&o.Interval, "interval", 10*time.Second, "pause between deletion passes")
 	_ = cmd.Flags().MarkHidden("interval")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

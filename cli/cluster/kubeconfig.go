@@ -41,11 +41,8 @@ and this process. Run it again when the certificate expires.`,
 			return bootstrap.WriteKubeconfig(b, o.Kubeconfig, s.Out)
 		},
 	}
-	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition (clusters/<name>.yaml)")
-	flags.State(cmd.Flags(), &o.State, "kops state store (default $KOPS_STATE_STORE)")
-	flags.Emulator(cmd.Flags(), &o.Emulator, "URL of an AWS API emulator on loopback (default $"+bootstrap.EmulatorEnv+")")
+	flags.Cluster(cmd, &o.File, &o.State, &o.Emulator)
 	cmd.Flags().DurationVar(&o.Admin, "admin", time.Hour, "lifetime of the admin client certificate")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file to write (default $KUBECONFIG's first file, else ~/.kube/config)")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trellis-dev/trellis/bootstrap/definition"
 	"github.com/trellis-dev/trellis/bootstrap/render"
+	"github.com/trellis-dev/trellis/cli/internal/flags"
 	"github.com/trellis-dev/trellis/cli/internal/streams"
 	"github.com/trellis-dev/trellis/local/kindcluster"
 )
@@ -28,9 +29,8 @@ func newRenderCommand(s streams.Streams) *cobra.Command {
 			return runRender(o, s)
 		},
 	}
-	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
+	flags.File(cmd, &o.File, "cluster definition (clusters/<name>.yaml)")
 	cmd.Flags().StringVarP(&o.OutDir, "output-dir", "o", "", "write <cluster>.kops.yaml or <cluster>.kind.yaml into this directory instead of stdout")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 
@@ -43,6 +43,11 @@ func runRender(o *renderOptions, s streams.Streams) error {
 	if err != nil {
 		return err
 	}
+	return emitRendered(o, s, l.Name+suffix, out)
+}
+
+// emitRendered writes out to stdout, or as name in --output-dir.
+func emitRendered(o *renderOptions, s streams.Streams, name string, out []byte) error {
 	if o.OutDir == "" {
 		if _, err := s.Out.Write(out); err != nil {
 			return fmt.Errorf("failed to write the rendered definition %s: %w", o.File, err)
@@ -52,7 +57,7 @@ func runRender(o *renderOptions, s streams.Streams) error {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create %s: %w", o.OutDir, err)
 	}
-	path := filepath.Join(o.OutDir, l.Name+suffix)
+	path := filepath.Join(o.OutDir, name)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		return fmt.Errorf("failed to write %s: %w", path, err)
 	}

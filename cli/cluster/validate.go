@@ -29,10 +29,9 @@ func newValidateCommand(s streams.Streams) *cobra.Command {
 			return runValidate(cmd, o, s)
 		},
 	}
-	cmd.Flags().StringVarP(&o.File, "file", "f", "", "cluster definition")
+	flags.File(cmd, &o.File, "cluster definition (clusters/<name>.yaml)")
 	flags.Kubeconfig(cmd.Flags(), &o.Kubeconfig, "kubeconfig of the cluster (default $KUBECONFIG)")
 	flags.Output(cmd.Flags(), &o.Output)
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 

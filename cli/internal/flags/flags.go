@@ -18,6 +18,15 @@ func File(cmd *cobra.Command, p *string, usage string) {
 	_ = cmd.MarkFlagRequired("file")
 }
 
+// Cluster is the block of every command that acts on a cluster in its
+// state store: the required --file/-f (its definition), --state and
+// --aws-emulator.
+func Cluster(cmd *cobra.Command, file, state, emulator *string) {
+	File(cmd, file, "cluster definition (clusters/<name>.yaml)")
+	State(cmd.Flags(), state, "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
+	Emulator(cmd.Flags(), emulator, "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
+}
+
 // State is --state, default $KOPS_STATE_STORE.
 func State(fs *pflag.FlagSet, p *string, usage string) {
 	fs.StringVar(p, "state", os.Getenv("KOPS_STATE_STORE"), usage)
