@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,16 +158,28 @@ func TestIntegrationSweeperCoversKilledRegistrar(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	t.Logf("node-a's pods False %s after SIGKILL (bound: session %s + tick %s + sweep %s + grace %s = %s); members expired %s after SIGKILL (polled every 50ms)",
-		took.Round(10*time.Millisecond), sweepSession, zkTick, sweepInterval, sweepGrace, bound, expired.Round(10*time.Millisecond))
-	if took > bound {
-		t.Errorf("node-a's pods turned False %s after SIGKILL, more than %s", took.Round(10*time.Millisecond), bound)
+	// What the sweeper controls is which pass writes False: the one the
+	// grace ends on, so each condition says the member has been gone for
+	// exactly the grace (passes are dated on the grid of ticks). A later
+	// pass would say a tick more. Only a sweeper whose passes outrun its
+	// interval may be later, and it reports its longest pass. How long all
+	// of it took after the kill is the machine's (ZooKeeper's expiry, the
+	// lease, the watch): logged, and bounded only by the wait above.
+	longest := sweepLongest(t, bPort)
+	t.Logf("node-a's pods False %s after SIGKILL (session %s + ZooKeeper tick %s + interval %s + grace %s = %s); members expired %s after SIGKILL (polled every 50ms); the sweeper's longest pass %s",
+		took.Round(10*time.Millisecond), sweepSession, zkTick, sweepInterval, sweepGrace, bound, expired.Round(10*time.Millisecond), longest.Round(time.Millisecond))
+	for _, n := range pods["node-a"] {
+		p, err := c.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := gateMessage(p)
+		t.Logf("%s's condition: %s", n, msg)
+		if want := fmt.Sprintf("has been gone for %s:", sweepGrace); !strings.Contains(msg, want) && longest < sweepInterval {
+			t.Errorf("%s's condition says %q: want %q, written by the pass the grace ends on (the longest pass took %s, under the %s interval)",
+				n, msg, want, longest.Round(time.Millisecond), sweepInterval)
+		}
 	}
-	p, err := c.CoreV1().Pods("default").Get(ctx, "a1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("a1's condition: %s", gateMessage(p))
 
 	restarted := time.Now()
 	startRegistrar(t, args("node-a"))
@@ -411,4 +424,22 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// sweepLongest is the longest sweep pass the registrar listening on port
+// reports (trellis_zk_registrar_sweep_longest_pass_seconds).
+func sweepLongest(t *testing.T, port int) time.Duration {
+	t.Helper()
+	_, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, "trellis_zk_registrar_sweep_longest_pass_seconds "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("the longest sweep pass %q: %v", v, err)
+			}
+			return time.Duration(f * float64(time.Second))
+		}
+	}
+	t.Fatalf("no trellis_zk_registrar_sweep_longest_pass_seconds in the registrar's /metrics:\n%s", grepLines(body, "sweep"))
+	return 0
 }

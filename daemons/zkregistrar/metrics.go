@@ -15,6 +15,7 @@ type Metrics struct {
 	Throttled     prometheus.CounterFunc
 	GateWrites    prometheus.CounterFunc
 	SweepWrites   prometheus.CounterFunc
+	SweepLongest  prometheus.GaugeFunc
 }
 
 // NewMetrics exposes a registrar's state, the daemon's readiness-gate
@@ -29,6 +30,14 @@ func NewMetrics(r *serverset.Registrar, d *Daemon, s *Sweeper) *Metrics {
 				return 0
 			}
 			return float64(s.Writes())
+		}),
+		SweepLongest: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trellis_zk_registrar_sweep_longest_pass_seconds", Help: "the longest pass of the sweeper since this registrar started (a pass longer than --sweep-interval delays the next).",
+		}, func() float64 {
+			if s == nil {
+				return 0
+			}
+			return s.LongestPass().Seconds()
 		}),
 		GateWrites: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "trellis_zk_registrar_gate_writes_total", Help: "pods/status patches of the trellis.dev/registered readiness gate.",
@@ -63,7 +72,7 @@ func NewMetrics(r *serverset.Registrar, d *Daemon, s *Sweeper) *Metrics {
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled, m.GateWrites, m.SweepWrites} {
+	for _, c := range []prometheus.Collector{m.Registrations, m.Writes, m.Session, m.Lag, m.Throttled, m.GateWrites, m.SweepWrites, m.SweepLongest} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

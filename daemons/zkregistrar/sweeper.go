@@ -66,6 +66,8 @@ type Sweeper struct {
 	// seen: the last znode seen for each pod, to name it when it is gone.
 	seen   map[types.UID]string
 	writes atomic.Int64
+	// longest is the longest pass Run has made, in nanoseconds.
+	longest atomic.Int64
 }
 
 // NewSweeper returns a Sweeper.
@@ -91,40 +93,50 @@ func NewSweeper(cfg SweeperConfig) (*Sweeper, error) {
 // Writes is the number of condition writes the sweeper has sent.
 func (s *Sweeper) Writes() int64 { return s.writes.Load() }
 
+// LongestPass is the longest pass Run has made. A pass longer than the
+// interval delays the next, and with it a False write, by up to its own
+// length: on a loaded node that is the sweeper's share of the time a
+// gone registrar's pods take to turn False.
+func (s *Sweeper) LongestPass() time.Duration { return time.Duration(s.longest.Load()) }
+
 // Run sweeps every Interval until ctx ends. A failed sweep is logged and
 // the next one starts over (level-triggered).
 func (s *Sweeper) Run(ctx context.Context) error {
 	// A new leader starts with no memory of absences: it waits a full
 	// grace before it writes, like the one before it.
 	clear(s.absent)
+	// The grid passes are dated on starts before the ticker, so that
+	// every tick is due when it arrives.
+	start := s.cfg.Clock.Now()
 	t := s.cfg.Clock.NewTicker(s.cfg.Interval)
 	defer t.Stop()
-	start := s.cfg.Clock.Now()
 	at := start
 	for {
+		began := s.cfg.Clock.Now()
 		if err := s.sweep(ctx, at); err != nil {
 			s.log.Warn("sweep failed; will retry", "err", err)
+		}
+		if d := int64(s.cfg.Clock.Since(began)); d > s.longest.Load() {
+			s.longest.Store(d) // only Run writes it
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case tick := <-t.C():
-			at = passDate(start, tick, s.cfg.Clock.Now(), s.cfg.Interval)
+		case <-t.C():
+			at = passDate(start, s.cfg.Clock.Now(), s.cfg.Interval)
 		}
 	}
 }
 
-// passDate dates a pass by the tick that started it; but when a pass ran
+// passDate dates a pass by the last tick of the exact grid (start + k
+// intervals) due when it starts. Not by the tick's own time: a ticker's
+// times lie a little after the grid, by a different amount each time, so
+// two of them may be a hair less than two intervals apart and a 2-interval
+// grace would end a tick late. And not by the tick delivered: after a pass
 // longer than an interval, the ticker delivers its oldest due tick late
-// and drops the ones after it, so the pass is dated by the last tick due
-// before now instead. Dated by the late tick, the pass two intervals on
-// from the one that found a member gone would never run, and the grace
-// would end an interval late.
-func passDate(start, tick, now time.Time, interval time.Duration) time.Time {
-	if due := start.Add(now.Sub(start) / interval * interval); due.After(tick) {
-		return due
-	}
-	return tick
+// and drops the next, and the pass the grace ends on would never run.
+func passDate(start, now time.Time, interval time.Duration) time.Time {
+	return start.Add(now.Sub(start) / interval * interval)
 }
 
 // Sweep is one pass. Its cost: one LIST of the pods labelled
@@ -183,6 +195,8 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) error {
 		since, ok := s.absent[c.pod.UID]
 		if !ok {
 			s.absent[c.pod.UID] = now
+			s.log.Info("a True pod's member is gone; the grace starts", "pod", c.pod.Namespace+"/"+c.pod.Name,
+				"dir", c.dir, "endpoint", c.end, "pass", now, "grace", s.cfg.Grace)
 			continue
 		}
 		if gone := now.Sub(since); gone >= s.cfg.Grace {

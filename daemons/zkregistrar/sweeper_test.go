@@ -280,3 +280,71 @@ type manualTicker struct{ c chan time.Time }
 
 func (t manualTicker) C() <-chan time.Time { return t.c }
 func (manualTicker) Stop()                 {}
+
+// TestSweepJitteredTicks: a ticker's times lie a little after its grid,
+// by a different amount each time. A member found gone by a tick 300ns
+// late and still gone at a tick two intervals on that is 100ns late has
+// been gone for the 2 s grace: its pod turns False on that pass, not an
+// interval later ("gone for 3s" in make test-loaded).
+func TestSweepJitteredTicks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := fake.NewClientset(sweptPod("a1", "10.0.1.1"))
+	zk := &heldServersets{fakeServersets: fakeServersets{members: map[string]serverset.Member{
+		"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
+	}}, entered: make(chan struct{}), proceed: make(chan struct{})}
+	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	clk := &manualClock{now: t0, ticks: make(chan time.Time)}
+	s, err := NewSweeper(SweeperConfig{Client: c, Serversets: zk, Interval: time.Second, Grace: 2 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	pass := func(during func()) {
+		t.Helper()
+		select {
+		case <-zk.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no pass started")
+		}
+		if during != nil {
+			during()
+		}
+		zk.proceed <- struct{}{}
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		clk.set(at)
+		select {
+		case clk.ticks <- at:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the sweeper never took the tick")
+		}
+	}
+	pass(nil) // t0: registered
+	tick(t0.Add(time.Second + 300*time.Nanosecond))
+	pass(func() {
+		zk.mu.Lock()
+		delete(zk.members, "/discovery/web/prod/member_0000000001")
+		zk.mu.Unlock()
+	})
+	tick(t0.Add(2*time.Second + 200*time.Nanosecond))
+	pass(nil)
+	tick(t0.Add(3*time.Second + 100*time.Nanosecond))
+	pass(nil)
+	// The next tick is taken once that pass is over.
+	tick(t0.Add(4*time.Second + 100*time.Nanosecond))
+	p, err := c.CoreV1().Pods("default").Get(ctx, "a1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := gateCondition(p); g.Status != corev1.ConditionFalse || !strings.Contains(g.Message, "gone for 2s") {
+		t.Errorf("a1 after the pass due at t0+3s: %s %q, want False, gone for 2s", g.Status, g.Message)
+		pass(nil) // still True: the pass at t0+4s reads ZooKeeper
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
