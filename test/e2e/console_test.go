@@ -160,10 +160,8 @@ func TestConsoleBrowser(t *testing.T) {
 	// confirming, and the store says Running.
 	rollouts := pausedRollout(t)
 	b.run(30*time.Second, chromedp.Navigate(base+"rollouts"), chromedp.WaitVisible(chromedp.ID("groups")))
-	if got := b.text(`#status`); !strings.Contains(got, "Paused") {
-		t.Errorf("the rollouts page says %q, want Paused", got)
-	}
-	if got := b.text(`#groups`); !strings.Contains(got, "nodes") || !strings.Contains(got, "2/5") {
+	b.waitText(`#status`, "Paused", 20*time.Second)
+	if got := b.liveText(`#groups`); !strings.Contains(got, "nodes") || !strings.Contains(got, "2/5") {
 		t.Errorf("the rollout's groups lack nodes 2/5:\n%s", got)
 	}
 	b.shot("rollouts")
@@ -174,9 +172,7 @@ func TestConsoleBrowser(t *testing.T) {
 		st := rollouts.status(t)
 		return st == rollout.StatusRunning, string(st)
 	})
-	if got := b.text(`#status`); !strings.Contains(got, "Running") {
-		t.Errorf("after resume the rollouts page says %q, want Running", got)
-	}
+	b.waitText(`#status`, "Running", 20*time.Second)
 	b.shot("rollouts-resumed")
 
 	// The guest signs in and is refused what RBAC does not allow it.
@@ -291,6 +287,33 @@ func (b *page) run(timeout time.Duration, steps ...chromedp.Action[chromedp.Void
 		b.shot("failure")
 		b.t.Fatalf("browser at %s: %v", loc, err)
 	}
+}
+
+// liveText is the text of sel as the page holds it now, read by a query
+// in the page (the live updates replace the rollouts page's nodes, so a
+// node id taken before can be gone when it is read).
+func (b *page) liveText(sel string) string {
+	b.t.Helper()
+	q, err := json.Marshal(sel)
+	must(b.t, err)
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(e => e ? (e.innerText || e.textContent || "").trim() : "")(document.querySelector(`+string(q)+`))`))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// waitText waits until sel's text holds want.
+func (b *page) waitText(sel, want string, timeout time.Duration) {
+	b.t.Helper()
+	got := ""
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if got = b.liveText(sel); strings.Contains(got, want) {
+			return
+		}
+	}
+	b.shot("failure")
+	b.t.Errorf("%s says %q after %s, want %q", sel, got, timeout, want)
 }
 
 func (b *page) text(sel string) string {
