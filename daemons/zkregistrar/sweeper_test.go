@@ -159,73 +159,135 @@ func TestSweepGrace(t *testing.T) {
 // grace ends, not an interval later (make test-loaded saw 8.07 s against
 // a bound of 8 s, "gone for 3s" with a grace of 2 s).
 func TestSweepAfterADroppedTick(t *testing.T) {
+	h := startHeldSweep(t)
+	h.pass(nil) // t0: registered
+	h.clk.set(h.t0.Add(time.Second))
+	h.tick(h.t0.Add(time.Second))
+	// a1's member expires; the pass at t0+1s finds it gone and runs until
+	// t0+3.05s.
+	h.pass(func() {
+		h.expire()
+		h.clk.set(h.t0.Add(3050 * time.Millisecond))
+	})
+	// The ticker delivers t0+2s late; t0+3s is due and dropped.
+	h.tick(h.t0.Add(2 * time.Second))
+	h.pass(nil)
+	// The next tick is taken once that pass is over: a1 has been gone
+	// for the 2 s grace since t0+1s.
+	h.clk.set(h.t0.Add(4 * time.Second))
+	h.tick(h.t0.Add(4 * time.Second))
+	if g := h.a1(); g.Status != corev1.ConditionFalse {
+		t.Errorf("a1 after the pass due at t0+3s: %s, want False (gone since t0+1s, grace 2s)", g.Status)
+		h.pass(nil) // still True: the pass at t0+4s reads ZooKeeper
+	}
+	h.stop()
+}
+
+// TestSweepJitteredTicks: a ticker's times lie a little after its grid,
+// by a different amount each time. A member found gone by a tick 300ns
+// late and still gone at a tick two intervals on that is 100ns late has
+// been gone for the 2 s grace: its pod turns False on that pass, not an
+// interval later ("gone for 3s" in make test-loaded).
+func TestSweepJitteredTicks(t *testing.T) {
+	h := startHeldSweep(t)
+	tick := func(at time.Time) {
+		t.Helper()
+		h.clk.set(at)
+		h.tick(at)
+	}
+	h.pass(nil) // t0: registered
+	tick(h.t0.Add(time.Second + 300*time.Nanosecond))
+	h.pass(h.expire)
+	tick(h.t0.Add(2*time.Second + 200*time.Nanosecond))
+	h.pass(nil)
+	tick(h.t0.Add(3*time.Second + 100*time.Nanosecond))
+	h.pass(nil)
+	// The next tick is taken once that pass is over.
+	tick(h.t0.Add(4*time.Second + 100*time.Nanosecond))
+	if g := h.a1(); g.Status != corev1.ConditionFalse || !strings.Contains(g.Message, "gone for 2s") {
+		t.Errorf("a1 after the pass due at t0+3s: %s %q, want False, gone for 2s", g.Status, g.Message)
+		h.pass(nil) // still True: the pass at t0+4s reads ZooKeeper
+	}
+	h.stop()
+}
+
+// heldSweep runs a Sweeper's Run over one registered pod, a1, with a
+// clock, ticks and ZooKeeper reads the test drives.
+type heldSweep struct {
+	t      *testing.T
+	c      *fake.Clientset
+	zk     *heldServersets
+	clk    *manualClock
+	t0     time.Time
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startHeldSweep(t *testing.T) *heldSweep {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := fake.NewClientset(sweptPod("a1", "10.0.1.1"))
-	zk := &heldServersets{fakeServersets: fakeServersets{members: map[string]serverset.Member{
-		"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
-	}}, entered: make(chan struct{}), proceed: make(chan struct{})}
-	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
-	clk := &manualClock{now: t0, ticks: make(chan time.Time)}
-	s, err := NewSweeper(SweeperConfig{Client: c, Serversets: zk, Interval: time.Second, Grace: 2 * time.Second, Clock: clk})
+	t.Cleanup(cancel)
+	h := &heldSweep{t: t, c: fake.NewClientset(sweptPod("a1", "10.0.1.1")), cancel: cancel, done: make(chan error, 1),
+		zk: &heldServersets{fakeServersets: fakeServersets{members: map[string]serverset.Member{
+			"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
+		}}, entered: make(chan struct{}), proceed: make(chan struct{})},
+		t0: time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)}
+	h.clk = &manualClock{now: h.t0, ticks: make(chan time.Time)}
+	s, err := NewSweeper(SweeperConfig{Client: h.c, Serversets: h.zk, Interval: time.Second, Grace: 2 * time.Second, Clock: h.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	status := func() corev1.ConditionStatus {
-		p, err := c.CoreV1().Pods("default").Get(ctx, "a1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return gateCondition(p).Status
-	}
-	pass := func(during func()) {
-		t.Helper()
-		select {
-		case <-zk.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no pass started")
-		}
-		if during != nil {
-			during()
-		}
-		zk.proceed <- struct{}{}
-	}
-	tick := func(at time.Time) {
-		t.Helper()
-		select {
-		case clk.ticks <- at:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the sweeper never took the tick")
-		}
-	}
+	go func() { h.done <- s.Run(ctx) }()
+	return h
+}
 
-	pass(nil) // t0: registered
-	clk.set(t0.Add(time.Second))
-	tick(t0.Add(time.Second))
-	// a1's member expires; the pass at t0+1s finds it gone and runs until
-	// t0+3.05s.
-	pass(func() {
-		zk.mu.Lock()
-		delete(zk.members, "/discovery/web/prod/member_0000000001")
-		zk.mu.Unlock()
-		clk.set(t0.Add(3050 * time.Millisecond))
-	})
-	// The ticker delivers t0+2s late; t0+3s is due and dropped.
-	tick(t0.Add(2 * time.Second))
-	pass(nil)
-	// The next tick is taken once that pass is over: a1 has been gone
-	// for the 2 s grace since t0+1s.
-	clk.set(t0.Add(4 * time.Second))
-	tick(t0.Add(4 * time.Second))
-	if got := status(); got != corev1.ConditionFalse {
-		t.Errorf("a1 after the pass due at t0+3s: %s, want False (gone since t0+1s, grace 2s)", got)
-		pass(nil) // still True: the pass at t0+4s reads ZooKeeper
+// pass lets the next pass read ZooKeeper, after during (if any).
+func (h *heldSweep) pass(during func()) {
+	h.t.Helper()
+	select {
+	case <-h.zk.entered:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no pass started")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if during != nil {
+		during()
+	}
+	h.zk.proceed <- struct{}{}
+}
+
+// tick delivers a tick at at; it returns once Run has taken it, that is
+// once the pass before it is over.
+func (h *heldSweep) tick(at time.Time) {
+	h.t.Helper()
+	select {
+	case h.clk.ticks <- at:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("the sweeper never took the tick")
+	}
+}
+
+// expire removes a1's member, as ZooKeeper does when its session expires.
+func (h *heldSweep) expire() {
+	h.zk.mu.Lock()
+	defer h.zk.mu.Unlock()
+	delete(h.zk.members, "/discovery/web/prod/member_0000000001")
+}
+
+// a1 is a1's readiness-gate condition.
+func (h *heldSweep) a1() *corev1.PodCondition {
+	h.t.Helper()
+	p, err := h.c.CoreV1().Pods("default").Get(context.Background(), "a1", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return gateCondition(p)
+}
+
+func (h *heldSweep) stop() {
+	h.t.Helper()
+	h.cancel()
+	if err := <-h.done; err != nil {
+		h.t.Fatal(err)
 	}
 }
 
@@ -280,71 +342,3 @@ type manualTicker struct{ c chan time.Time }
 
 func (t manualTicker) C() <-chan time.Time { return t.c }
 func (manualTicker) Stop()                 {}
-
-// TestSweepJitteredTicks: a ticker's times lie a little after its grid,
-// by a different amount each time. A member found gone by a tick 300ns
-// late and still gone at a tick two intervals on that is 100ns late has
-// been gone for the 2 s grace: its pod turns False on that pass, not an
-// interval later ("gone for 3s" in make test-loaded).
-func TestSweepJitteredTicks(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := fake.NewClientset(sweptPod("a1", "10.0.1.1"))
-	zk := &heldServersets{fakeServersets: fakeServersets{members: map[string]serverset.Member{
-		"/discovery/web/prod/member_0000000001": {ServiceEndpoint: serverset.Endpoint{Host: "10.0.1.1", Port: 8080}},
-	}}, entered: make(chan struct{}), proceed: make(chan struct{})}
-	t0 := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
-	clk := &manualClock{now: t0, ticks: make(chan time.Time)}
-	s, err := NewSweeper(SweeperConfig{Client: c, Serversets: zk, Interval: time.Second, Grace: 2 * time.Second, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	pass := func(during func()) {
-		t.Helper()
-		select {
-		case <-zk.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatal("no pass started")
-		}
-		if during != nil {
-			during()
-		}
-		zk.proceed <- struct{}{}
-	}
-	tick := func(at time.Time) {
-		t.Helper()
-		clk.set(at)
-		select {
-		case clk.ticks <- at:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the sweeper never took the tick")
-		}
-	}
-	pass(nil) // t0: registered
-	tick(t0.Add(time.Second + 300*time.Nanosecond))
-	pass(func() {
-		zk.mu.Lock()
-		delete(zk.members, "/discovery/web/prod/member_0000000001")
-		zk.mu.Unlock()
-	})
-	tick(t0.Add(2*time.Second + 200*time.Nanosecond))
-	pass(nil)
-	tick(t0.Add(3*time.Second + 100*time.Nanosecond))
-	pass(nil)
-	// The next tick is taken once that pass is over.
-	tick(t0.Add(4*time.Second + 100*time.Nanosecond))
-	p, err := c.CoreV1().Pods("default").Get(ctx, "a1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := gateCondition(p); g.Status != corev1.ConditionFalse || !strings.Contains(g.Message, "gone for 2s") {
-		t.Errorf("a1 after the pass due at t0+3s: %s %q, want False, gone for 2s", g.Status, g.Message)
-		pass(nil) // still True: the pass at t0+4s reads ZooKeeper
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
