@@ -24,7 +24,7 @@ func File(cmd *cobra.Command, p *string, usage string) {
 func Cluster(cmd *cobra.Command, file, state, emulator *string) {
 	File(cmd, file, "cluster definition (clusters/<name>.yaml)")
 	State(cmd.Flags(), state, "kops state store: s3://bucket/prefix, file:///path or memfs://name (default $KOPS_STATE_STORE)")
-	Emulator(cmd.Flags(), emulator, "URL of an AWS API emulator on loopback (moto_server, see `make local-aws`): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
+	Emulator(cmd.Flags(), emulator, "URL of an AWS API emulator on loopback (moto_server, as make local-aws runs): every AWS call and the s3:// state store go there, with offline kops assets (default $"+bootstrap.EmulatorEnv+")")
 }
 
 // State is --state, default $KOPS_STATE_STORE.
