@@ -69,6 +69,9 @@ type Values struct {
 	// elsewhere: a cloud's console reads Prometheus and the kops state
 	// store.
 	ConsoleDataDir string
+	// TokenCPU makes the runtime's CPU requests a tenth of production's
+	// (Values.CPU): set on kind, where the nodes share the host's CPUs.
+	TokenCPU bool
 	// KubeRepository, KubernetesVersion and EtcdTag name the Kubernetes
 	// images of a control plane an addon runs (the fleet's): those the
 	// cluster's nodes have (kind) or pull (AWS).
@@ -114,6 +117,7 @@ func Render(def *definition.ClusterDefinition, lifecycles ...Lifecycle) ([]Rende
 	if def.Cloud == definition.CloudKind {
 		v.IssuerReplicas, v.ControllerReplicas = 1, 1
 		v.ConsoleDataDir = KindConsoleDataDir
+		v.TokenCPU = true
 	}
 	sink := def.Runtime.LogSink
 	switch sink.Type {

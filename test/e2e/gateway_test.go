@@ -68,8 +68,8 @@ func TestGatewaySubmit(t *testing.T) {
 	ci.Spec.Template.NodeSelector = nil
 	ci.Spec.Template.ServiceAccountName = sa
 	must(t, createdOrExists(cl.Create(ctx, ci)))
-	// The control-plane node is nearly full (2 CPUs requested 95%): the
-	// tests after this one need the CPU back.
+	// The control-plane node is the general pool's one node: the tests
+	// after this one need its CPU back.
 	t.Cleanup(func() { _ = cl.Delete(context.Background(), ci) })
 	pod := runningPod(t, ns, "ci")
 
