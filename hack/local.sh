@@ -2,10 +2,10 @@
 # `make local`: a kind cluster wired like production, offline, from
 # clusters/local.yaml: Docker and debootstrap set up for this host
 # (hack/local-host.sh) and the debootstrap rootfs made (hack/rootfs), both
-# while the binaries compile (`make tools-node build`); then the node
-# image assembled once (`trellis local node-image`), the cluster created,
-# the Trellis images loaded and the addon bundle applied (`trellis local
-# up`), then the sample TrellisService run on it.
+# while the binaries compile (`make -j3 tools-k8s tools-coredns build`);
+# then the node image assembled once (`trellis local node-image`), the
+# cluster created, the Trellis images loaded and the addon bundle applied
+# (`trellis local up`), then the sample TrellisService run on it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "${root}/hack/lib/versions.sh"
@@ -25,7 +25,10 @@ setsid bash -c './hack/local-host.sh && ./bin/rootfs' >"${prep_log}" 2>&1 &
 prep=$!
 trap 'kill -- "-${prep}" 2>/dev/null || true' EXIT
 echo "==> Preparing the host and the rootfs beside the build (log: ${prep_log})"
-"${MAKE:-make}" tools-node build
+# The three builds run at once: each go build leaves a core idle while
+# one long package compiles alone, and while the others fetch their
+# modules; together they keep both cores busy.
+"${MAKE:-make}" -j3 tools-k8s tools-coredns build
 if ! wait "${prep}"; then
   cat "${prep_log}" >&2
   echo "make local: preparing the host or the rootfs failed (log above); run make local again" >&2
