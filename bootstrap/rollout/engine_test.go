@@ -258,11 +258,20 @@ func TestGateTimeoutOnTheClock(t *testing.T) {
 	opts := rollout.Options{Image: "ami-new", Groups: map[string]rollout.Strategy{"general": {MaxSurge: 2, Canary: true}}, Owner: "op", Clock: fc,
 		OnStep: func(s rollout.State) { mu.Lock(); last = s; mu.Unlock() }}
 	r := rollout.New(cloud, cluster, &memStore{}, opts, nil) // defaults: 15m gate timeout, 2s poll
+	atGate := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		g := last.Groups["general"]
+		return g != nil && g.Batch != nil && g.Batch.Step == rollout.StepGate
+	}
 	s := start(context.Background(), r)
-	waitWaiting(t, fc, s)
+	// Two waiters: the lock's renewal and the gate's poll. With
+	// HasWaiters alone the clock could move before the gate took its
+	// deadline, and the timeout below never came.
+	waitFor(t, fc, s, 2, atGate)
 	// Just short of the timeout the gate still waits.
 	fc.Step(15*time.Minute - 2*time.Second)
-	waitWaiting(t, fc, s)
+	waitFor(t, fc, s, 2, atGate)
 	if s.finished() {
 		t.Fatalf("the gate gave up before its timeout: %v", s.err)
 	}
@@ -530,15 +539,21 @@ func TestCloudOnlyGatesOnTheCloud(t *testing.T) {
 				mu.Unlock()
 			}
 		}}
-	s := start(context.Background(), rollout.New(cloud, nil, &memStore{}, opts, nil))
-	waitWaiting(t, fc, s)
-	fc.Step(time.Minute)
-	waitWaiting(t, fc, s)
-	mu.Lock()
-	if s.finished() || !gated {
-		t.Fatalf("the gate passed an instance not in service (finished %v, gated %v): %v", s.finished(), gated, s.err)
+	isGated := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return gated
 	}
-	mu.Unlock()
+	s := start(context.Background(), rollout.New(cloud, nil, &memStore{}, opts, nil))
+	// Two waiters: the lock's renewal, which waits on the clock for the
+	// whole rollout, and the gate's poll. With HasWaiters alone the
+	// minute below could pass before the rollout reached its gate.
+	waitFor(t, fc, s, 2, isGated)
+	fc.Step(time.Minute)
+	waitFor(t, fc, s, 2, isGated)
+	if s.finished() {
+		t.Fatalf("the gate passed an instance not in service: %v", s.err)
+	}
 	cloud.mu.Lock()
 	for i := range cloud.insts["general"] {
 		cloud.insts["general"][i].InService = true
