@@ -19,12 +19,12 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 	tag := c.sink + "-" + c.enrich
 	checkpoint := filepath.Join(dir, tag+".checkpoint.json")
 	out := filepath.Join(dir, tag+".out")
-	args := []string{"-c", strconv.Itoa(o.cpu), self, "ship", "-root", root, "-checkpoint", checkpoint, "-sink", c.sink, "-file", out}
+	args := []string{"-c", strconv.Itoa(o.cpu), self, "ship", "-root", root, "-checkpoint", checkpoint, "-sink", c.sink, "-file", out, "-poll", o.poll.String()}
 	side := map[string]int{}
 	if c.enrich == "informer" {
 		args = append(args, "-kubeconfig", cp.Kubeconfig)
 		for n, pid := range cp.PIDs() {
-			side[n] = pid
+			side[n+", during the leg"] = pid
 		}
 	}
 	var b *broker
@@ -35,7 +35,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 		}
 		defer b.stop()
 		args = append(args, "-brokers", b.addr)
-		side["broker (kfake)"] = b.pid()
+		side["broker (kfake), during the leg"] = b.pid()
 	}
 	if profile != "" {
 		args = append(args, "-cpuprofile", profile)
@@ -86,7 +86,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 			return r, err
 		}
 	}
-	r.side["consumer: "+who] = cpu
+	r.side["consumer "+who+", after the leg"] = cpu
 	return r, chk.report(who+", "+strconv.Itoa(len(topics))+" topics", enriched)
 }
 

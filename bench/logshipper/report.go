@@ -29,7 +29,7 @@ func printResults(ships []result, rs result, in input) {
 			if kb := r.sidePeakKiB[n]; kb > 0 {
 				rss = fmt.Sprintf(", peak RSS %.1f MiB", float64(kb)/1024)
 			}
-			fmt.Printf("    beside it, %-55s CPU %6.2f s (%.2fµs/line)%s\n", n, r.side[n].Seconds(), 1e6*r.side[n].Seconds()/float64(r.lines), rss)
+			fmt.Printf("    %-68s CPU %6.2f s (%.2fµs/line)%s\n", n, r.side[n].Seconds(), 1e6*r.side[n].Seconds()/float64(r.lines), rss)
 		}
 	}
 	for _, r := range ships {

@@ -31,6 +31,7 @@ func shipMain(args []string) error {
 	brokers := fs.String("brokers", "", "Kafka broker (sink=kafka)")
 	kubeconfig := fs.String("kubeconfig", "", "enrich from the pod informer of this apiserver (empty: path only)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	poll := fs.Duration("poll", 200*time.Millisecond, "file poll interval when idle")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func shipMain(args []string) error {
 		return fmt.Errorf("unknown sink %q", *sinkName)
 	}
 	defer sk.Close()
-	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: 50 * time.Millisecond}
+	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: *poll}
 	if *kubeconfig != "" {
 		client, _, err := daemon.Client(*kubeconfig, "trellis-log-shipper")
 		if err != nil {
