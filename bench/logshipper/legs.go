@@ -35,7 +35,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 		}
 		defer b.stop()
 		args = append(args, "-brokers", b.addr)
-		side["broker (kfake), during the leg"] = b.pid()
+		side["broker (kfake: keeps batches compressed), during the leg"] = b.pid()
 	}
 	if profile != "" {
 		args = append(args, "-cpuprofile", profile)
