@@ -139,17 +139,20 @@ func kcatProbe(addr string) (string, error) {
 	if err != nil {
 		return version, fmt.Errorf("kcat -L against %s: %w: %s", addr, err, lastLines(string(out), 5))
 	}
-	apiVersions := strings.Count(string(out), "ApiVersion")
-	brokers := ""
+	// "... Received ApiVersionResponse (v3, 786 bytes, CorrId 1, rtt 0.61ms)"
+	apiVersions, brokers := "", ""
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasSuffix(strings.TrimSpace(l), "brokers:") || strings.HasSuffix(strings.TrimSpace(l), "topics:") {
-			brokers += strings.TrimSpace(l) + " "
+		if _, resp, ok := strings.Cut(l, "Received ApiVersionResponse ("); ok && apiVersions == "" {
+			apiVersions, _, _ = strings.Cut(resp, ",")
+		}
+		if t := strings.TrimSpace(l); strings.HasSuffix(t, "brokers:") || strings.HasSuffix(t, "topics:") {
+			brokers += strings.TrimSuffix(t, ":") + ", "
 		}
 	}
-	if apiVersions == 0 {
-		return version, errors.New("kcat -L showed no ApiVersion exchange in its protocol debug")
+	if apiVersions == "" {
+		return version, fmt.Errorf("kcat -L got no ApiVersionResponse from %s: %s", addr, lastLines(string(out), 5))
 	}
-	return fmt.Sprintf("kcat %s: ApiVersion negotiated, metadata %s", version, strings.TrimSpace(brokers)), nil
+	return fmt.Sprintf("kcat %s talks to kfake: ApiVersionResponse %s received, metadata: %s", version, apiVersions, strings.TrimSuffix(brokers, ", ")), nil
 }
 
 func lastLines(s string, n int) string {
