@@ -116,7 +116,8 @@ bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin amon
 	$(GO) run ./bench/controller -n $(BENCH_N)
 	$(GO) run ./bench/zkregistrar -pods 110 -flips 400 -gate both
 	$(GO) run ./bench/zkfleet -sessions 2500 -members 35000 -ensemble 3
-	@command -v rsyslogd >/dev/null || { echo "bench/logshipper compares with rsyslog: apt-get install rsyslog"; exit 1; }
+	@command -v rsyslogd >/dev/null || [ -x /usr/sbin/rsyslogd ] || { echo "bench/logshipper compares with rsyslog (Debian package rsyslog): apt-get update && apt-get install -y kafkacat rsyslog"; exit 1; }
+	@command -v kcat >/dev/null || { echo "bench/logshipper checks Kafka with kcat (Debian package kafkacat): apt-get update && apt-get install -y kafkacat rsyslog"; exit 1; }
 	$(GO) run ./bench/logshipper -lines 2000000
 	$(GO) run ./bench/amirollout -nodes 2500 -pods 35000
 	$(GO) run ./bench/awsrollout -nodes 6

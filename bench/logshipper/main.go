@@ -1,188 +1,176 @@
-// Command logshipper measures the log shipper on one core: files to a sink,
-// in MB/s and lines/s, peak memory and CPU per GB. In the same run and on
-// the same files it measures rsyslog's imfile -> omfile (Debian's rsyslog)
-// as a mature C peer, and prints the ratio. Both are pinned to one CPU
-// (taskset) and the shipper runs with GOMAXPROCS=1.
+// Command logshipper measures the log shipper the way it runs in
+// production, on one core: CRI files of 110 pods on a node, enriched from
+// the node-scoped pod informer of a real kube-apiserver (labels, service,
+// env of pods owned by ReplicaSets of Deployments), shipped to Kafka
+// with zstd. The broker is franz-go's kfake in a process of its own, so
+// its CPU is reported apart from the shipper's; kcat (librdkafka), an
+// independent consumer, then checks every line arrived exactly once.
+//
+// In the same run and on the same files it measures rsyslog's imfile ->
+// omfile (Debian's rsyslog) as a mature C peer and prints lines per
+// core-second of each and their ratio. -baseline adds the earlier figure
+// (file sink, enrichment from the path only) side by side. The shipper
+// and rsyslog are pinned to one CPU (taskset), the shipper with
+// GOMAXPROCS=1; the broker to another.
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
+	"runtime"
 	"time"
 
-	"github.com/trellis-dev/trellis/daemons/logshipper"
-	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
-	"github.com/trellis-dev/trellis/internal/procstat"
+	"github.com/trellis-dev/trellis/internal/controlplane"
 )
 
+type options struct {
+	lines, pods, perService int
+	cpu, brokerCPU          int
+	sink, enrich, consumer  string
+	baseline                bool
+	cpuprofile              string
+	poll                    time.Duration
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "ship" {
-		ship(os.Args[2], os.Args[3], os.Args[4])
+	if len(os.Args) > 1 && (os.Args[1] == "ship" || os.Args[1] == "broker") {
+		sub := shipMain
+		if os.Args[1] == "broker" {
+			sub = brokerMain
+		}
+		if err := sub(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "bench %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
 		return
 	}
-	lines := flag.Int("lines", 2_000_000, "lines to ship in total")
-	files := flag.Int("files", 8, "containers (one file each)")
-	cpu := flag.Int("cpu", 1, "the CPU both run on")
+	var o options
+	flag.IntVar(&o.lines, "lines", 2_000_000, "lines to ship in total")
+	flag.IntVar(&o.pods, "pods", 110, "pods on the node (one container, one log file each)")
+	flag.IntVar(&o.perService, "per-service", 10, "pods per Deployment (and Kafka topic)")
+	flag.IntVar(&o.cpu, "cpu", 1, "the CPU the shipper and rsyslog run on")
+	flag.IntVar(&o.brokerCPU, "broker-cpu", -1, "the CPU the broker runs on (default: another than -cpu)")
+	flag.StringVar(&o.sink, "sink", "kafka", "the shipper's sink: kafka (kfake, zstd) or file")
+	flag.StringVar(&o.enrich, "enrich", "informer", "enrichment: informer (pod informer on a real apiserver) or path (the log's path only)")
+	flag.StringVar(&o.consumer, "consumer", "kcat", "the independent consumer checking Kafka: kcat, or franz (franz-go, in the bench process)")
+	flag.BoolVar(&o.baseline, "baseline", true, "also measure the earlier figure (file sink, path only) on the same files")
+	// The shipper rescans every container's dir each poll, and also
+	// while it waits for the sink: the interval is a cost per pod, so it
+	// is the daemon's default here (the earlier figure used 50ms).
+	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the shipper's poll interval (trellis-log-shipper -poll)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write the shipper's CPU profile (the first leg) to this file")
 	flag.Parse()
-	if err := run(*lines, *files, *cpu); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// ship is the shipper under test: files under root to a file sink.
-func ship(root, checkpoint, out string) {
-	f, err := sink.File(out)
-	if err != nil {
-		panic(err)
+// config is one shipper leg's sink and enrichment.
+type config struct{ sink, enrich string }
+
+func (c config) String() string {
+	what := map[config]string{
+		{"kafka", "informer"}: "production: informer enrichment, Kafka zstd",
+		{"file", "path"}:      "earlier figure: path only, file sink",
+	}[c]
+	if what == "" {
+		what = c.enrich + " enrichment, " + c.sink + " sink"
 	}
-	s, err := logshipper.New(logshipper.Config{Root: root, Checkpoint: checkpoint, Sink: f, Node: "bench-node", Poll: 50 * time.Millisecond})
-	if err != nil {
-		panic(err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	_ = s.Run(ctx)
-	f.Close()
+	return "trellis-log-shipper (" + what + ")"
 }
 
-type result struct {
-	name    string
-	wall    time.Duration
-	cpu     time.Duration
-	peakKiB int
-}
-
-func run(nLines, nFiles, cpu int) error {
+func run(o options) error {
+	prod := config{o.sink, o.enrich}
+	if (prod.sink != "kafka" && prod.sink != "file") || (prod.enrich != "informer" && prod.enrich != "path") {
+		return fmt.Errorf("-sink must be kafka or file and -enrich informer or path, not %q and %q", o.sink, o.enrich)
+	}
+	legs := []config{prod}
+	if o.baseline && prod != (config{"file", "path"}) {
+		legs = append(legs, config{"file", "path"})
+	}
+	if err := checkDeps(o, prod.sink == "kafka"); err != nil {
+		return err
+	}
+	if o.brokerCPU < 0 {
+		o.brokerCPU = 0
+		if o.cpu == 0 {
+			o.brokerCPU = 1
+		}
+	}
 	dir, err := os.MkdirTemp("", "trellis-logbench-")
 	if err != nil {
-		return err
+		return fmt.Errorf("make the bench's directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	root := filepath.Join(dir, "pods")
-	var total int64
-	rng := rand.New(rand.NewPCG(1, 2))
-	ts := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	for i := range nFiles {
-		d := filepath.Join(root, fmt.Sprintf("shop_web-%d_%08d-0000-0000-0000-000000000000", i, i), "app")
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-		var b bytes.Buffer
-		for j := range nLines / nFiles {
-			ts = ts.Add(time.Microsecond)
-			fmt.Fprintf(&b, "%s stdout F GET /api/v1/items/%d 200 %dms user=%d %s\n", ts.Format(time.RFC3339Nano), j, rng.IntN(500), rng.IntN(1e6), strings.Repeat("x", rng.IntN(120)))
-		}
-		total += int64(b.Len())
-		if err := os.WriteFile(filepath.Join(d, "0.log"), b.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
-	want := nLines / nFiles * nFiles
-	fmt.Printf("input: %d files, %d lines, %.1f MB (CRI format)\n", nFiles, want, float64(total)/1e6)
-
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return fmt.Errorf("find the bench binary: %w", err)
 	}
-	ours := filepath.Join(dir, "trellis.out")
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), self, "ship", root, filepath.Join(dir, "cp.json"), ours)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	r1, err := measure("trellis-log-shipper (parse, reassemble, enrich, JSON, checkpoint)", cmd, ours, want)
-	if err != nil {
-		return err
-	}
+	root := filepath.Join(dir, "pods")
 
-	theirs := filepath.Join(dir, "rsyslog.out")
-	work := filepath.Join(dir, "rsyslog-work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return err
+	logs := pathOnlyLogs(o.pods, o.perService)
+	var cp *controlplane.ControlPlane
+	if prod.enrich == "informer" {
+		if cp, err = controlplane.Start(filepath.Join(dir, "cp"), controlplane.Options{}); err != nil {
+			return fmt.Errorf("start the control plane: %w", err)
+		}
+		defer cp.Stop()
+		if logs, err = createPods(context.Background(), cp.Client, o.pods, o.perService); err != nil {
+			return err
+		}
+		fmt.Printf("control plane: etcd + kube-apiserver %s; %d pods bound to %s, %d per Deployment/ReplicaSet, 7 labels each\n",
+			controlplane.KubernetesVersion, o.pods, benchNode, o.perService)
 	}
-	conf := fmt.Sprintf(`global(workDirectory=%q)
-module(load="imfile" mode="inotify")
-input(type="imfile" File="%s/*/*/0.log" Tag="k8s" freshStartTail="off" reopenOnTruncate="on")
-template(name="raw" type="string" string="%%msg%%\n")
-action(type="omfile" file=%q template="raw")
-`, work, root, theirs)
-	confPath := filepath.Join(dir, "rsyslog.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return err
-	}
-	cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), "rsyslogd", "-n", "-f", confPath, "-i", filepath.Join(dir, "rsyslog.pid"))
-	r2, err := measure("rsyslog imfile -> omfile (read lines, write them)", cmd, theirs, want)
+	in, err := writeLogs(root, logs, o.lines/o.pods)
 	if err != nil {
 		return err
 	}
-	for _, r := range []result{r1, r2} {
-		mbs := float64(total) / 1e6 / r.wall.Seconds()
-		fmt.Printf("%-70s wall %6.2f s  %7.1f MB/s  %9.0f lines/s  cpu %6.2f s (%5.1f s/GB)  peak RSS %6.1f MiB\n",
-			r.name, r.wall.Seconds(), mbs, float64(want)/r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/(float64(total)/1e9), float64(r.peakKiB)/1024)
+	fmt.Printf("input: %d files (one per pod's container, kubelet's layout), %d lines, %.1f MB (CRI format)\n", len(in.logs), in.lines(), float64(in.bytes)/1e6)
+	fmt.Printf("pinned: shipper and rsyslog on CPU %d (shipper GOMAXPROCS=1), broker on CPU %d; the machine has %d CPUs; shipper poll %s\n\n", o.cpu, o.brokerCPU, runtime.NumCPU(), o.poll)
+
+	var results []result
+	for i, c := range legs {
+		profile := ""
+		if i == 0 {
+			profile = o.cpuprofile
+		}
+		r, err := shipLeg(o, c, cp, self, dir, root, in, profile)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
 	}
-	fmt.Printf("ratio trellis/rsyslog, throughput on one core: %.2f (CPU per line: %.2f)\n",
-		r2.wall.Seconds()/r1.wall.Seconds(), r1.cpu.Seconds()/r2.cpu.Seconds())
+	r, err := rsyslogLeg(o, dir, root, in)
+	if err != nil {
+		return err
+	}
+	printResults(results, r, in)
 	return nil
 }
 
-// measure runs cmd until out holds want lines and returns its wall time
-// (from start to the last line), CPU time and peak RSS.
-func measure(name string, cmd *exec.Cmd, out string, want int) (result, error) {
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return result{}, fmt.Errorf("%s: %w", name, err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	// The process is taskset; its child (exec'd in place) has the same PID.
-	pid := cmd.Process.Pid
-	var lines int
-	var off int64
-	peak := 0
-	buf := make([]byte, 1<<20)
-	deadline := time.Now().Add(10 * time.Minute)
-	for lines < want {
-		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("%s: %d of %d lines after 10 minutes", name, lines, want)
+// checkDeps fails at once, naming the Debian package and the command that
+// installs it, when rsyslog or kcat is missing.
+func checkDeps(o options, kafka bool) error {
+	var missing []string
+	if _, err := exec.LookPath("rsyslogd"); err != nil {
+		if _, err := os.Stat("/usr/sbin/rsyslogd"); err != nil {
+			missing = append(missing, "rsyslog")
 		}
-		if f, err := os.Open(out); err == nil {
-			for {
-				n, err := f.ReadAt(buf, off)
-				lines += bytes.Count(buf[:n], []byte{'\n'})
-				off += int64(n)
-				if n == 0 || err != nil {
-					break
-				}
+	}
+	if kafka && o.consumer == "kcat" {
+		if _, err := exec.LookPath("kcat"); err != nil {
+			if _, err := exec.LookPath("kafkacat"); err != nil {
+				missing = append(missing, "kafkacat")
 			}
-			f.Close()
-		}
-		if kb := vmHWM(pid); kb > peak {
-			peak = kb
-		}
-		if lines < want {
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	wall := time.Since(start)
-	return result{name: name, wall: wall, cpu: cpuTime(pid), peakKiB: max(peak, vmHWM(pid))}, nil
-}
-
-// vmHWM is pid's peak resident memory in KiB, 0 if it has exited.
-func vmHWM(pid int) int {
-	n, _ := procstat.PeakRSS(pid)
-	return n
-}
-
-// cpuTime is pid's CPU time, 0 if it has exited.
-func cpuTime(pid int) time.Duration {
-	d, _ := procstat.CPUTime(pid)
-	return d
+	if len(missing) > 0 {
+		return fmt.Errorf("missing Debian packages %v (rsyslog: the C peer; kafkacat: kcat, the independent Kafka consumer): apt-get update && apt-get install -y kafkacat rsyslog (or -consumer franz to check with franz-go)", missing)
+	}
+	return nil
 }
