@@ -2,7 +2,7 @@
 # `make local`: a kind cluster wired like production, offline, from
 # clusters/local.yaml: Docker and debootstrap set up for this host
 # (hack/local-host.sh) and the debootstrap rootfs made (hack/rootfs), both
-# while the binaries compile (`make -j3 tools-k8s tools-coredns build`);
+# while the binaries compile (`make tools-node build`);
 # then the node image assembled once (`trellis local node-image`), the
 # cluster created, the Trellis images loaded and the addon bundle applied
 # (`trellis local up`), then the sample TrellisService run on it.
@@ -25,10 +25,7 @@ setsid bash -c './hack/local-host.sh && ./bin/rootfs' >"${prep_log}" 2>&1 &
 prep=$!
 trap 'kill -- "-${prep}" 2>/dev/null || true' EXIT
 echo "==> Preparing the host and the rootfs beside the build (log: ${prep_log})"
-# The three builds run at once: each go build leaves a core idle while
-# one long package compiles alone, and while the others fetch their
-# modules; together they keep both cores busy.
-"${MAKE:-make}" -j3 tools-k8s tools-coredns build
+"${MAKE:-make}" tools-node build
 if ! wait "${prep}"; then
   cat "${prep_log}" >&2
   echo "make local: preparing the host or the rootfs failed (log above); run make local again" >&2
