@@ -129,11 +129,21 @@ func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
 
 // record is a record of a container's log, with its pod's identity.
 func (s *Shipper) record(ns, pod, uid, container string) sink.Record {
-	r := sink.Record{Namespace: ns, Pod: pod, Container: container, UID: uid, Node: s.cfg.Node}
-	if s.cfg.Meta != nil {
-		if svc, env, labels, ok := s.cfg.Meta.Lookup(uid); ok {
-			r.Service, r.Env, r.Labels = svc, env, labels
-		}
-	}
+	r, _ := s.recordOf(ns, pod, uid, container)
 	return r
+}
+
+// recordOf is record, and the pod version it was enriched from (nil: from
+// the path only).
+func (s *Shipper) recordOf(ns, pod, uid, container string) (sink.Record, *PodInfo) {
+	r := sink.Record{Namespace: ns, Pod: pod, Container: container, UID: uid, Node: s.cfg.Node}
+	if s.cfg.Meta == nil {
+		return r, nil
+	}
+	info, ok := s.cfg.Meta.Lookup(uid)
+	if !ok {
+		return r, nil
+	}
+	r.Service, r.Env, r.Labels, r.Workload = info.Service, info.Env, info.Labels, info.Workload
+	return r, info
 }

@@ -66,9 +66,19 @@ type Config struct {
 
 // MetadataSource says who a log belongs to.
 type MetadataSource interface {
-	// Lookup returns the pod's service, env and labels by UID (ok=false
-	// when unknown).
-	Lookup(uid string) (service, env string, labels map[string]string, ok bool)
+	// Lookup returns what is known of the pod by UID (ok=false when
+	// unknown). The PodInfo is never modified: a pod that changes gets a
+	// new one, so the shipper may keep what it derived from it while
+	// Lookup returns the same pointer.
+	Lookup(uid string) (info *PodInfo, ok bool)
+}
+
+// PodInfo is what a record carries of its pod beyond its log's path.
+type PodInfo struct {
+	Service, Env string
+	Labels       map[string]string
+	// Workload is the owning workload (nil: a bare pod).
+	Workload *sink.Workload
 }
 
 // Shipper ships logs until its context ends.

@@ -32,6 +32,13 @@ func (r *Record) AppendJSON(b []byte) []byte {
 			b = appendString(b, f.v)
 		}
 	}
+	if w := r.Workload; w != nil {
+		b = append(b, `,"workload":{"kind":`...)
+		b = appendString(b, w.Kind)
+		b = append(b, `,"name":`...)
+		b = appendString(b, w.Name)
+		b = append(b, '}')
+	}
 	if len(r.Labels) > 0 {
 		b = append(b, `,"labels":{`...)
 		keys := make([]string, 0, len(r.Labels))

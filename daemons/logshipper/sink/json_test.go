@@ -10,7 +10,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	for _, r := range []Record{
 		{Time: time.Date(2026, 11, 22, 5, 0, 0, 123456789, time.UTC), Stream: "stdout", Log: "hello", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"},
 		{Time: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC), Stream: "unknown", Log: "\x00\x01\xff\xfe bin \"q\" \\ <a>&b \t\n\r\b\f \u2028\u2029 é 日本", Malformed: true, Truncated: true,
-			Node: "n", Service: "web", Env: "prod", Labels: map[string]string{"b": "2", "a": "1<"}},
+			Node: "n", Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web<1>"}, Labels: map[string]string{"b": "2", "a": "1<"}},
 		{Time: time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), Log: "lost", Namespace: "shop", Gap: &Gap{File: "/var/log/pods/a/b/0.log.1 <x>", Inode: 42, From: 10, To: 20, Bytes: 10, Reason: "gone"}},
 		{},
 	} {
