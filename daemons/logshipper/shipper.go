@@ -129,6 +129,10 @@ type file struct {
 	// head is the file's first bytes: if they change, the file was
 	// truncated and rewritten (copytruncate), even if it regrew past pos.
 	head []byte
+	// identity is the JSON of this container's records' identity, as
+	// rendered from identityOf, the pod's version then (see fileRecord).
+	identity   []byte
+	identityOf *PodInfo
 }
 
 const headLen = 64

@@ -18,6 +18,41 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendString(b, r.Stream)
 	b = append(b, `,"log":`...)
 	b = appendString(b, r.Log)
+	if r.identity != nil {
+		b = append(b, r.identity...)
+	} else {
+		b = r.AppendIdentity(b)
+	}
+	if r.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
+	if r.Malformed {
+		b = append(b, `,"malformed":true`...)
+	}
+	if g := r.Gap; g != nil {
+		b = append(b, `,"gap":{"file":`...)
+		b = appendString(b, g.File)
+		b = append(b, `,"inode":`...)
+		b = strconv.AppendUint(b, g.Inode, 10)
+		b = append(b, `,"from":`...)
+		b = strconv.AppendInt(b, g.From, 10)
+		b = append(b, `,"to":`...)
+		b = strconv.AppendInt(b, g.To, 10)
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, g.Bytes, 10)
+		b = append(b, `,"reason":`...)
+		b = appendString(b, g.Reason)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// AppendIdentity appends the record's identity, the fields from
+// namespace to labels as AppendJSON writes them (with a leading comma):
+// the same for every line of a pod's container, so the shipper renders it
+// once per pod version (SetIdentity) instead of sorting and escaping the
+// labels again for every line.
+func (r *Record) AppendIdentity(b []byte) []byte {
 	b = append(b, `,"namespace":`...)
 	b = appendString(b, r.Namespace)
 	b = append(b, `,"pod":`...)
@@ -26,7 +61,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendString(b, r.Container)
 	b = append(b, `,"uid":`...)
 	b = appendString(b, r.UID)
-	for _, f := range []struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
+	for _, f := range [...]struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
 		if f.v != "" {
 			b = append(b, f.k...)
 			b = appendString(b, f.v)
@@ -56,29 +91,14 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, '}')
 	}
-	if r.Truncated {
-		b = append(b, `,"truncated":true`...)
-	}
-	if r.Malformed {
-		b = append(b, `,"malformed":true`...)
-	}
-	if g := r.Gap; g != nil {
-		b = append(b, `,"gap":{"file":`...)
-		b = appendString(b, g.File)
-		b = append(b, `,"inode":`...)
-		b = strconv.AppendUint(b, g.Inode, 10)
-		b = append(b, `,"from":`...)
-		b = strconv.AppendInt(b, g.From, 10)
-		b = append(b, `,"to":`...)
-		b = strconv.AppendInt(b, g.To, 10)
-		b = append(b, `,"bytes":`...)
-		b = strconv.AppendInt(b, g.Bytes, 10)
-		b = append(b, `,"reason":`...)
-		b = appendString(b, g.Reason)
-		b = append(b, '}')
-	}
-	return append(b, '}')
+	return b
 }
+
+// SetIdentity makes AppendJSON write identity, which must be
+// AppendIdentity's output for a record with the same namespace, pod,
+// container, uid, node, service, env, workload and labels as r. It is
+// not copied: the caller must not change it afterwards.
+func (r *Record) SetIdentity(identity []byte) { r.identity = identity }
 
 const hex = "0123456789abcdef"
 

@@ -21,6 +21,11 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if got := r.AppendJSON(nil); string(got) != string(want) {
 			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
+		// With the identity rendered once and reused, as the shipper does.
+		r.SetIdentity(r.AppendIdentity(nil))
+		if got := r.AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("AppendJSON with SetIdentity:\n got %s\nwant %s", got, want)
+		}
 	}
 }
 
@@ -36,9 +41,19 @@ func FuzzAppendJSON(f *testing.F) {
 }
 
 func BenchmarkAppendJSON(b *testing.B) {
-	r := Record{Time: time.Now(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n"}
-	var buf []byte
-	for b.Loop() {
-		buf = r.AppendJSON(buf[:0])
+	r := Record{Time: time.Now().UTC(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n",
+		Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web"},
+		Labels: map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2",
+			"team": "checkout", "tier": "backend", "trellis.dev/service": "web", "pod-template-hash": "7d9f8c6b5"}}
+	for _, identity := range []bool{false, true} {
+		if identity {
+			r.SetIdentity(r.AppendIdentity(nil))
+		}
+		b.Run(map[bool]string{false: "per-line", true: "identity-once"}[identity], func(b *testing.B) {
+			var buf []byte
+			for b.Loop() {
+				buf = r.AppendJSON(buf[:0])
+			}
+		})
 	}
 }

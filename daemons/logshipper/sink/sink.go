@@ -32,6 +32,10 @@ type Record struct {
 	// Gap, on a record the shipper adds, marks lines of this container
 	// lost before they were read; Log says so in words.
 	Gap *Gap `json:"gap,omitempty"`
+
+	// identity, when set, is AppendIdentity's output for this record,
+	// rendered once per pod and reused for every line (see SetIdentity).
+	identity []byte
 }
 
 // Workload is the workload owning a pod: a Deployment (through its
