@@ -57,7 +57,8 @@ type Gap struct {
 }
 
 // Sink delivers batches. Send returns only once the whole batch is durably
-// accepted (Kafka: acknowledged by all in-sync replicas), or an error.
+// accepted (Kafka: acknowledged by all in-sync replicas), or an error. It
+// must not keep the batch's slice after it returns: the shipper reuses it.
 type Sink interface {
 	Name() string
 	Send(ctx context.Context, batch []Record) error
