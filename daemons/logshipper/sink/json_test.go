@@ -2,6 +2,7 @@ package sink
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,14 @@ func BenchmarkAppendJSON(b *testing.B) {
 				buf = r.AppendJSON(buf[:0])
 			}
 		})
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	s := "GET /api/v1/items/12345 200 12ms user=42 " + strings.Repeat("x", 100)
+	buf := make([]byte, 0, 512)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
 	}
 }
