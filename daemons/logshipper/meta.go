@@ -27,9 +27,8 @@ type PodMetadata struct {
 }
 
 type podMeta struct {
-	service, env string
-	labels       map[string]string
-	deleted      time.Time
+	info    *PodInfo
+	deleted time.Time
 }
 
 // NewPodMetadata watches the pods of node.
@@ -38,7 +37,7 @@ func NewPodMetadata(client kubernetes.Interface, node string) *PodMetadata {
 	set := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			m.mu.Lock()
-			m.pods[string(p.UID)] = podMeta{service: p.Labels[wellknown.LabelService], env: p.Annotations[wellknown.AnnotationDiscoveryEnv], labels: p.Labels}
+			m.pods[string(p.UID)] = podMeta{info: podInfo(p)}
 			m.mu.Unlock()
 		}
 	}
@@ -85,9 +84,17 @@ func (m *PodMetadata) Run(ctx context.Context) {
 func (m *PodMetadata) HasSynced() bool { return m.informer.HasSynced() }
 
 // Lookup implements MetadataSource.
-func (m *PodMetadata) Lookup(uid string) (string, string, map[string]string, bool) {
+func (m *PodMetadata) Lookup(uid string) (*PodInfo, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pm, ok := m.pods[uid]
-	return pm.service, pm.env, pm.labels, ok
+	return pm.info, ok && pm.info != nil
+}
+
+// podInfo is what records carry of p. Every informer add or update makes
+// a new one, so the shipper's per-pod rendering is redone exactly when the
+// pod changed.
+func podInfo(p *corev1.Pod) *PodInfo {
+	return &PodInfo{Service: p.Labels[wellknown.LabelService], Env: p.Annotations[wellknown.AnnotationDiscoveryEnv],
+		Labels: p.Labels, Workload: workload(p)}
 }

@@ -12,11 +12,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/trellis-dev/trellis/api/wellknown"
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
 	"github.com/trellis-dev/trellis/internal/testutil/cluster"
 )
 
-// TestIntegrationEnrichment: records carry the pod's Trellis service, env
-// and labels from the node-scoped informer, and keep them for the last
+// TestIntegrationEnrichment: records carry the pod's Trellis service, env,
+// labels and owning workload from the node-scoped informer, and keep them for the last
 // lines of a pod deleted from the API, for ten minutes of its clock.
 func TestIntegrationEnrichment(t *testing.T) {
 	cp := cluster.Start(t, cluster.Options{})
@@ -24,8 +25,11 @@ func TestIntegrationEnrichment(t *testing.T) {
 	defer cancel()
 	mk := func(name, node string) *corev1.Pod {
 		p, err := cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{wellknown.LabelService: "web", "team": "payments"},
-				Annotations: map[string]string{wellknown.AnnotationDiscoveryEnv: "prod"}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{wellknown.LabelService: "web", "team": "payments", "pod-template-hash": "5c8d7f9b4"},
+				Annotations: map[string]string{wellknown.AnnotationDiscoveryEnv: "prod"},
+				// As the Deployment controller leaves it; only the pod is
+				// read, so the ReplicaSet need not exist.
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5c8d7f9b4", UID: "rs-uid", Controller: new(true)}}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -48,7 +52,7 @@ func TestIntegrationEnrichment(t *testing.T) {
 		}
 	}
 	poll("the pod informer", meta.HasSynced)
-	if _, _, _, ok := meta.Lookup(string(other.UID)); ok {
+	if _, ok := meta.Lookup(string(other.UID)); ok {
 		t.Error("the informer holds a pod of another node")
 	}
 	// The pod is deleted from the API; its log lines arrive afterwards.
@@ -74,15 +78,16 @@ func TestIntegrationEnrichment(t *testing.T) {
 	m.mu.Lock()
 	r := m.recs[0]
 	m.mu.Unlock()
-	if r.Service != "web" || r.Env != "prod" || r.Labels["team"] != "payments" || r.Node != "node-a" || r.UID != string(mine.UID) {
+	if r.Service != "web" || r.Env != "prod" || r.Labels["team"] != "payments" || r.Node != "node-a" || r.UID != string(mine.UID) ||
+		r.Workload == nil || *r.Workload != (sink.Workload{Kind: "Deployment", Name: "web"}) {
 		t.Errorf("record not enriched: %+v", r)
 	}
 	// Kept ten minutes after the deletion, checked every minute.
 	poll("the expiry ticker", fc.HasWaiters)
 	fc.Step(10 * time.Minute)
-	if _, _, _, ok := meta.Lookup(string(mine.UID)); !ok {
+	if _, ok := meta.Lookup(string(mine.UID)); !ok {
 		t.Error("a deleted pod was forgotten before ten minutes")
 	}
 	fc.Step(time.Minute)
-	poll("the deleted pod to be forgotten", func() bool { _, _, _, ok := meta.Lookup(string(mine.UID)); return !ok })
+	poll("the deleted pod to be forgotten", func() bool { _, ok := meta.Lookup(string(mine.UID)); return !ok })
 }

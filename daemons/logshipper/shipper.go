@@ -66,9 +66,19 @@ type Config struct {
 
 // MetadataSource says who a log belongs to.
 type MetadataSource interface {
-	// Lookup returns the pod's service, env and labels by UID (ok=false
-	// when unknown).
-	Lookup(uid string) (service, env string, labels map[string]string, ok bool)
+	// Lookup returns what is known of the pod by UID (ok=false when
+	// unknown). The PodInfo is never modified: a pod that changes gets a
+	// new one, so the shipper may keep what it derived from it while
+	// Lookup returns the same pointer.
+	Lookup(uid string) (info *PodInfo, ok bool)
+}
+
+// PodInfo is what a record carries of its pod beyond its log's path.
+type PodInfo struct {
+	Service, Env string
+	Labels       map[string]string
+	// Workload is the owning workload (nil: a bare pod).
+	Workload *sink.Workload
 }
 
 // Shipper ships logs until its context ends.
@@ -83,7 +93,12 @@ type Shipper struct {
 	// are older than this node's shipper and not shipped.
 	firstRun bool
 	batches  chan *batch
-	metrics  *Metrics
+	// free holds batches the sender is done with, for the reader to fill
+	// again: a batch's record list grown to 10,000 records is kept instead
+	// of regrown from empty for every batch (5.6% of the CPU in the
+	// production bench, with the GC it made work).
+	free    chan *batch
+	metrics *Metrics
 
 	saveMu         sync.Mutex
 	mu             sync.Mutex
@@ -119,6 +134,10 @@ type file struct {
 	// head is the file's first bytes: if they change, the file was
 	// truncated and rewritten (copytruncate), even if it regrew past pos.
 	head []byte
+	// identity is the JSON of this container's records' identity, as
+	// rendered from identityOf, the pod's version then (see fileRecord).
+	identity   []byte
+	identityOf *PodInfo
 }
 
 const headLen = 64
@@ -180,7 +199,7 @@ func New(cfg Config) (*Shipper, error) {
 	}
 	s := &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: map[uint64]Position{}, done: map[uint64]Position{},
 		acked: map[string]Position{}, firstRun: errors.Is(statErr, fs.ErrNotExist), nextSeq: 1,
-		batches: make(chan *batch, 1), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}
+		batches: make(chan *batch, 1), free: make(chan *batch, 2), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}
 	for _, p := range saved {
 		// One generation per inode: of two (a checkpoint written before
 		// generations were ordered), the newer one.
@@ -214,7 +233,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 }
 
 func (s *Shipper) read(ctx context.Context) error {
-	b := newBatch()
+	b := s.newBatch()
 	lastFlush := s.cfg.Clock.Now()
 	lastScan := time.Time{}
 	for ctx.Err() == nil {
@@ -245,14 +264,14 @@ func (s *Shipper) read(ctx context.Context) error {
 				if !s.flush(ctx, b) {
 					return nil
 				}
-				b, lastFlush = newBatch(), s.cfg.Clock.Now()
+				b, lastFlush = s.newBatch(), s.cfg.Clock.Now()
 			}
 		}
 		if !b.empty() && (s.cfg.Clock.Since(lastFlush) >= s.cfg.Linger || !progress) {
 			if !s.flush(ctx, b) {
 				return nil
 			}
-			b, lastFlush = newBatch(), s.cfg.Clock.Now()
+			b, lastFlush = s.newBatch(), s.cfg.Clock.Now()
 		}
 		if !progress {
 			select {
@@ -265,6 +284,33 @@ func (s *Shipper) read(ctx context.Context) error {
 }
 
 func newBatch() *batch { return &batch{ends: map[string]Position{}} }
+
+// newBatch returns an empty batch, a recycled one if the sender has one.
+// A new one has room for a full batch up front; with recycling there are
+// never more than three (one read, one queued, one sending).
+func (s *Shipper) newBatch() *batch {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+		b := newBatch()
+		b.records = make([]sink.Record, 0, min(s.cfg.BatchLines, 1<<14))
+		return b
+	}
+}
+
+// recycle empties b, whose records the sink acknowledged and no longer
+// holds (Sink.Send keeps nothing of a batch), for the reader to reuse.
+func (s *Shipper) recycle(b *batch) {
+	clear(b.records) // drop the lines and labels they point to
+	b.records, b.bytes = b.records[:0], 0
+	clear(b.ends)
+	b.forget, b.finish = b.forget[:0], b.finish[:0]
+	select {
+	case s.free <- b:
+	default:
+	}
+}
 
 // ordered returns the open files by container dir, oldest generation
 // first.
@@ -357,6 +403,7 @@ func (s *Shipper) send(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		s.save()
+		s.recycle(b)
 	}
 }
 

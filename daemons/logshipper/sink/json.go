@@ -18,36 +18,10 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendString(b, r.Stream)
 	b = append(b, `,"log":`...)
 	b = appendString(b, r.Log)
-	b = append(b, `,"namespace":`...)
-	b = appendString(b, r.Namespace)
-	b = append(b, `,"pod":`...)
-	b = appendString(b, r.Pod)
-	b = append(b, `,"container":`...)
-	b = appendString(b, r.Container)
-	b = append(b, `,"uid":`...)
-	b = appendString(b, r.UID)
-	for _, f := range []struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
-		if f.v != "" {
-			b = append(b, f.k...)
-			b = appendString(b, f.v)
-		}
-	}
-	if len(r.Labels) > 0 {
-		b = append(b, `,"labels":{`...)
-		keys := make([]string, 0, len(r.Labels))
-		for k := range r.Labels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, r.Labels[k])
-		}
-		b = append(b, '}')
+	if r.identity != nil {
+		b = append(b, r.identity...)
+	} else {
+		b = r.AppendIdentity(b)
 	}
 	if r.Truncated {
 		b = append(b, `,"truncated":true`...)
@@ -73,7 +47,70 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// AppendIdentity appends the record's identity, the fields from
+// namespace to labels as AppendJSON writes them (with a leading comma):
+// the same for every line of a pod's container, so the shipper renders it
+// once per pod version (SetIdentity) instead of sorting and escaping the
+// labels again for every line.
+func (r *Record) AppendIdentity(b []byte) []byte {
+	b = append(b, `,"namespace":`...)
+	b = appendString(b, r.Namespace)
+	b = append(b, `,"pod":`...)
+	b = appendString(b, r.Pod)
+	b = append(b, `,"container":`...)
+	b = appendString(b, r.Container)
+	b = append(b, `,"uid":`...)
+	b = appendString(b, r.UID)
+	for _, f := range [...]struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
+		if f.v != "" {
+			b = append(b, f.k...)
+			b = appendString(b, f.v)
+		}
+	}
+	if w := r.Workload; w != nil {
+		b = append(b, `,"workload":{"kind":`...)
+		b = appendString(b, w.Kind)
+		b = append(b, `,"name":`...)
+		b = appendString(b, w.Name)
+		b = append(b, '}')
+	}
+	if len(r.Labels) > 0 {
+		b = append(b, `,"labels":{`...)
+		keys := make([]string, 0, len(r.Labels))
+		for k := range r.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, r.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	return b
+}
+
+// SetIdentity makes AppendJSON write identity, which must be
+// AppendIdentity's output for a record with the same namespace, pod,
+// container, uid, node, service, env, workload and labels as r. It is
+// not copied: the caller must not change it afterwards.
+func (r *Record) SetIdentity(identity []byte) { r.identity = identity }
+
 const hex = "0123456789abcdef"
+
+// plain marks the bytes appendString copies as they are: printable ASCII
+// but for '"', '\\', '<', '>' and '&'. One table load per byte instead of
+// seven comparisons: the log message is most of every record's bytes.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendString appends s as a JSON string the way encoding/json does:
 // invalid UTF-8 becomes U+FFFD, <, > and & and U+2028/2029 are escaped.
@@ -82,11 +119,11 @@ func appendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -10,7 +11,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	for _, r := range []Record{
 		{Time: time.Date(2026, 11, 22, 5, 0, 0, 123456789, time.UTC), Stream: "stdout", Log: "hello", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"},
 		{Time: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC), Stream: "unknown", Log: "\x00\x01\xff\xfe bin \"q\" \\ <a>&b \t\n\r\b\f \u2028\u2029 é 日本", Malformed: true, Truncated: true,
-			Node: "n", Service: "web", Env: "prod", Labels: map[string]string{"b": "2", "a": "1<"}},
+			Node: "n", Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web<1>"}, Labels: map[string]string{"b": "2", "a": "1<"}},
 		{Time: time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), Log: "lost", Namespace: "shop", Gap: &Gap{File: "/var/log/pods/a/b/0.log.1 <x>", Inode: 42, From: 10, To: 20, Bytes: 10, Reason: "gone"}},
 		{},
 	} {
@@ -20,6 +21,11 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		}
 		if got := r.AppendJSON(nil); string(got) != string(want) {
 			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
+		}
+		// With the identity rendered once and reused, as the shipper does.
+		r.SetIdentity(r.AppendIdentity(nil))
+		if got := r.AppendJSON(nil); string(got) != string(want) {
+			t.Errorf("AppendJSON with SetIdentity:\n got %s\nwant %s", got, want)
 		}
 	}
 }
@@ -36,9 +42,28 @@ func FuzzAppendJSON(f *testing.F) {
 }
 
 func BenchmarkAppendJSON(b *testing.B) {
-	r := Record{Time: time.Now(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n"}
-	var buf []byte
+	r := Record{Time: time.Now().UTC(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n",
+		Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web"},
+		Labels: map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2",
+			"team": "checkout", "tier": "backend", "trellis.dev/service": "web", "pod-template-hash": "7d9f8c6b5"}}
+	for _, identity := range []bool{false, true} {
+		if identity {
+			r.SetIdentity(r.AppendIdentity(nil))
+		}
+		b.Run(map[bool]string{false: "per-line", true: "identity-once"}[identity], func(b *testing.B) {
+			var buf []byte
+			for b.Loop() {
+				buf = r.AppendJSON(buf[:0])
+			}
+		})
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	s := "GET /api/v1/items/12345 200 12ms user=42 " + strings.Repeat("x", 100)
+	buf := make([]byte, 0, 512)
+	b.SetBytes(int64(len(s)))
 	for b.Loop() {
-		buf = r.AppendJSON(buf[:0])
+		buf = appendString(buf[:0], s)
 	}
 }

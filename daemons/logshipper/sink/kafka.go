@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"text/template"
 	"time"
 
@@ -31,6 +32,14 @@ type KafkaConfig struct {
 type Kafka struct {
 	client *kgo.Client
 	topic  *template.Template
+
+	// mu serializes Send, which reuses buf for every batch: each record's
+	// key and value are slices of it, so a batch costs no allocation per
+	// record and the buffer stops growing after the first batches. The
+	// values are free again once ProduceSync returned, every record's
+	// promise having been called.
+	mu  sync.Mutex
+	buf []byte
 }
 
 // NewKafka returns a Kafka sink.
@@ -87,9 +96,13 @@ func (k *Kafka) Name() string { return "kafka" }
 
 // Send produces the batch and waits for every acknowledgement.
 func (k *Kafka) Send(ctx context.Context, batch []Record) error {
-	recs := make([]*kgo.Record, 0, len(batch))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	slab := make([]kgo.Record, len(batch)) // one allocation, not one per record
+	recs := make([]*kgo.Record, len(batch))
 	var buf bytes.Buffer
 	topics := map[topicKey]string{} // per batch
+	k.buf = k.buf[:0]
 	for i := range batch {
 		r := &batch[i]
 		tk := topicKey{Namespace: r.Namespace, Service: r.Service, Env: r.Env, Container: r.Container}
@@ -102,10 +115,22 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 			topic = buf.String()
 			topics[tk] = topic
 		}
-		v := r.AppendJSON(nil)
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(r.Namespace + "/" + r.Pod), Value: v})
+		// Full slice expressions: no append to a key or value can write
+		// into the next one. If the buffer grows mid-batch, the earlier
+		// slices keep the old array, which stays valid.
+		start := len(k.buf)
+		k.buf = append(append(append(k.buf, r.Namespace...), '/'), r.Pod...)
+		key := k.buf[start:len(k.buf):len(k.buf)]
+		start = len(k.buf)
+		k.buf = r.AppendJSON(k.buf)
+		slab[i] = kgo.Record{Topic: topic, Key: key, Value: k.buf[start:len(k.buf):len(k.buf)]}
+		recs[i] = &slab[i]
 	}
-	return k.client.ProduceSync(ctx, recs...).FirstErr()
+	err := k.client.ProduceSync(ctx, recs...).FirstErr()
+	if cap(k.buf) > 64<<20 {
+		k.buf = nil // one huge batch is no reason to hold its size forever
+	}
+	return err
 }
 
 func (k *Kafka) Close() { k.client.Close() }

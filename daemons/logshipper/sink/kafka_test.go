@@ -31,8 +31,11 @@ func TestKafkaTopicPerService(t *testing.T) {
 		{Log: "c", Namespace: "kube-system", Pod: "dns"},
 		{Log: "d", Namespace: "shop", Pod: "web-1", Service: "web"},
 	}
-	if err := k.Send(context.Background(), batch); err != nil {
-		t.Fatal(err)
+	// Two sends: the second reuses the first's buffer.
+	for _, b := range [][]Record{batch[:2], batch[2:]} {
+		if err := k.Send(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := map[string][]string{}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("logs.web", "logs.db", "logs.unowned"),

@@ -14,22 +14,35 @@ import (
 
 // Record is one log line with its pod's identity.
 type Record struct {
-	Time      time.Time         `json:"time"`
-	Stream    string            `json:"stream"`
-	Log       string            `json:"log"`
-	Namespace string            `json:"namespace"`
-	Pod       string            `json:"pod"`
-	Container string            `json:"container"`
-	UID       string            `json:"uid"`
-	Node      string            `json:"node,omitempty"`
-	Service   string            `json:"service,omitempty"`
-	Env       string            `json:"env,omitempty"`
+	Time      time.Time `json:"time"`
+	Stream    string    `json:"stream"`
+	Log       string    `json:"log"`
+	Namespace string    `json:"namespace"`
+	Pod       string    `json:"pod"`
+	Container string    `json:"container"`
+	UID       string    `json:"uid"`
+	Node      string    `json:"node,omitempty"`
+	Service   string    `json:"service,omitempty"`
+	Env       string    `json:"env,omitempty"`
+	// Workload is the pod's owning workload (nil: a bare pod).
+	Workload  *Workload         `json:"workload,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Truncated bool              `json:"truncated,omitempty"`
 	Malformed bool              `json:"malformed,omitempty"`
 	// Gap, on a record the shipper adds, marks lines of this container
 	// lost before they were read; Log says so in words.
 	Gap *Gap `json:"gap,omitempty"`
+
+	// identity, when set, is AppendIdentity's output for this record,
+	// rendered once per pod and reused for every line (see SetIdentity).
+	identity []byte
+}
+
+// Workload is the workload owning a pod: a Deployment (through its
+// ReplicaSet), StatefulSet, DaemonSet, Job, or any other controller.
+type Workload struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // Gap is a hole in a container's shipped log: bytes From to To of File
@@ -44,7 +57,8 @@ type Gap struct {
 }
 
 // Sink delivers batches. Send returns only once the whole batch is durably
-// accepted (Kafka: acknowledged by all in-sync replicas), or an error.
+// accepted (Kafka: acknowledged by all in-sync replicas), or an error. It
+// must not keep the batch's slice after it returns: the shipper reuses it.
 type Sink interface {
 	Name() string
 	Send(ctx context.Context, batch []Record) error

@@ -1,0 +1,92 @@
+package logshipper
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+)
+
+// fakeMeta is a MetadataSource whose pods the test sets.
+type fakeMeta struct {
+	mu   sync.Mutex
+	pods map[string]*PodInfo
+}
+
+func (m *fakeMeta) Lookup(uid string) (*PodInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pods[uid]
+	return p, ok
+}
+
+func (m *fakeMeta) set(uid string, p *PodInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p == nil {
+		delete(m.pods, uid)
+	} else {
+		m.pods[uid] = p
+	}
+}
+
+// TestIdentityFollowsThePod: a container's identity is rendered once per
+// pod version, and rendered again when the informer has a new version or
+// loses the pod; each record's JSON is what encoding/json makes of it.
+func TestIdentityFollowsThePod(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := podDir(t, root, "shop", "web-1", "u1", "app")
+	meta := &fakeMeta{pods: map[string]*PodInfo{"u1": {Service: "web", Env: "prod", Labels: map[string]string{"team": "a", "app": "web"},
+		Workload: &sink.Workload{Kind: "Deployment", Name: "web"}}}}
+	m := &memSink{}
+	sh, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: m, Meta: meta, Node: "n1",
+		Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sh.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "one"), criLine("stdout", "F", "two"))
+	waitLogs(t, m, 2)
+	meta.set("u1", &PodInfo{Service: "web", Env: "prod", Labels: map[string]string{"team": "b"}, Workload: &sink.Workload{Kind: "StatefulSet", Name: "web"}})
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "three"))
+	waitLogs(t, m, 3)
+	meta.set("u1", nil)
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stderr", "F", "four"))
+	waitLogs(t, m, 4)
+
+	m.mu.Lock()
+	recs := append([]sink.Record(nil), m.recs...)
+	m.mu.Unlock()
+	wants := []struct{ team, kind string }{{"a", "Deployment"}, {"a", "Deployment"}, {"b", "StatefulSet"}, {"", ""}}
+	for i, r := range recs {
+		got := r.AppendJSON(nil)
+		r.SetIdentity(nil)
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("record %d:\n got %s\nwant %s", i, got, want)
+		}
+		var back sink.Record
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatal(err)
+		}
+		kind := ""
+		if back.Workload != nil {
+			kind = back.Workload.Kind
+		}
+		if back.Labels["team"] != wants[i].team || kind != wants[i].kind || back.Node != "n1" || back.Pod != "web-1" {
+			t.Errorf("record %d (%s): team %q, workload %q; want %q, %q", i, r.Log, back.Labels["team"], kind, wants[i].team, wants[i].kind)
+		}
+	}
+}
