@@ -118,10 +118,13 @@ func Start(dir string, opts Options) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create PKI: %w", err)
 	}
-	cp = &ControlPlane{Dir: dir, files: p, opts: opts}
+	started := &ControlPlane{Dir: dir, files: p, opts: opts}
+	cp = started
+	// started, not cp: `return nil, err` sets cp to nil before this runs,
+	// and what did start must still be stopped.
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 		}
 	}()
 	if opts.Aggregator {
