@@ -25,7 +25,7 @@ type checker struct {
 	records int
 	// dup: lines read more than once; foreign: records of no input line;
 	// reordered: lines read after a later line of their file; plain:
-	// records without the pod's labels and service.
+	// records without the pod's labels, service or owning Deployment.
 	dup, foreign, reordered, plain int
 }
 
@@ -43,6 +43,7 @@ func (c *checker) add(value []byte) {
 	var r struct {
 		Log, UID, Container, Service string
 		Labels                       map[string]string
+		Workload                     struct{ Kind, Name string }
 	}
 	if err := json.Unmarshal(value, &r); err != nil {
 		c.foreign++
@@ -65,7 +66,8 @@ func (c *checker) add(value []byte) {
 		c.reordered++
 	}
 	c.last[k] = max(c.last[k], j)
-	if r.Service == "" || len(r.Labels) == 0 {
+	// Every bench pod is a Deployment's (through its ReplicaSet).
+	if r.Service == "" || len(r.Labels) == 0 || r.Workload.Kind != "Deployment" || r.Workload.Name == "" {
 		c.plain++
 	}
 }
@@ -84,16 +86,17 @@ func (c *checker) missing() int {
 }
 
 // report says what was read and returns an error unless every line
-// arrived exactly once. enriched: every record must carry labels.
+// arrived exactly once. enriched: every record must carry the pod's
+// service, labels and owning Deployment.
 func (c *checker) report(who string, enriched bool) error {
 	miss := c.missing()
-	fmt.Printf("  %s: %d records for %d lines of %d files: %d missing, %d duplicated, %d foreign, %d out of order within their file; %d without labels\n",
+	fmt.Printf("  %s: %d records for %d lines of %d files: %d missing, %d duplicated, %d foreign, %d out of order within their file; %d without labels or workload\n",
 		who, c.records, c.in.lines(), len(c.in.logs), miss, c.dup, c.foreign, c.reordered, c.plain)
 	if miss > 0 || c.dup > 0 || c.foreign > 0 {
 		return fmt.Errorf("%s: lines were not read exactly once (%d missing, %d duplicated, %d foreign)", who, miss, c.dup, c.foreign)
 	}
 	if enriched && c.plain > 0 {
-		return fmt.Errorf("%s: %d records without the pod's service and labels", who, c.plain)
+		return fmt.Errorf("%s: %d records without the pod's service, labels or workload", who, c.plain)
 	}
 	return nil
 }

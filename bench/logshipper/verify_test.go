@@ -10,7 +10,7 @@ import (
 func TestCheckerCountsEveryFault(t *testing.T) {
 	in := input{logs: []podLog{{uid: "u1", container: "app"}, {uid: "u2", container: "app"}}, perFile: 3}
 	rec := func(uid string, j int) []byte {
-		return fmt.Appendf(nil, `{"log":"GET /api/v1/items/%d 200","uid":%q,"container":"app","service":"s","labels":{"a":"b"}}`, j, uid)
+		return fmt.Appendf(nil, `{"log":"GET /api/v1/items/%d 200","uid":%q,"container":"app","service":"s","workload":{"kind":"Deployment","name":"web"},"labels":{"a":"b"}}`, j, uid)
 	}
 	c := newChecker(in)
 	for _, v := range [][]byte{rec("u1", 0), rec("u1", 2), rec("u1", 1), rec("u2", 0), rec("u2", 0), rec("u2", 1), rec("u3", 0), []byte("not json")} {
@@ -38,5 +38,9 @@ func TestCheckerCountsEveryFault(t *testing.T) {
 	c.add([]byte(`{"log":"GET /api/v1/items/0 200","uid":"u1","container":"app"}`))
 	if c.plain != 1 {
 		t.Errorf("a record without labels counted %d times as plain, want 1", c.plain)
+	}
+	c.add([]byte(`{"log":"GET /api/v1/items/1 200","uid":"u1","container":"app","service":"s","labels":{"a":"b"}}`))
+	if c.plain != 2 {
+		t.Errorf("a record without its workload counted %d times as plain, want 1", c.plain-1)
 	}
 }
