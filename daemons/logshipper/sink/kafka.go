@@ -130,7 +130,10 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 	if cap(k.buf) > 64<<20 {
 		k.buf = nil // one huge batch is no reason to hold its size forever
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("produce %d records to Kafka: %w", len(recs), err)
+	}
+	return nil
 }
 
 func (k *Kafka) Close() { k.client.Close() }
