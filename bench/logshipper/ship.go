@@ -38,22 +38,10 @@ func shipMain(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 
-	var sk sink.Sink
-	switch *sinkName {
-	case "kafka":
-		k, err := sink.NewKafka(sink.KafkaConfig{Brokers: []string{*brokers}, Compression: "zstd"})
-		if err != nil {
-			return err
-		}
-		sk = k
-	case "file":
-		f, err := sink.File(*out)
-		if err != nil {
-			return err
-		}
-		sk = f
-	default:
-		return fmt.Errorf("unknown sink %q", *sinkName)
+	sk, err := sink.Open(sink.Options{Name: *sinkName, File: *out,
+		Kafka: sink.KafkaConfig{Brokers: []string{*brokers}, Compression: "zstd"}})
+	if err != nil {
+		return err
 	}
 	defer sk.Close()
 	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: *poll}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -38,24 +37,10 @@ func run(ctx context.Context) error {
 	flag.Parse()
 	log := daemon.Logger("log-shipper", "node", *node)
 
-	var sk sink.Sink
-	switch *sinkName {
-	case "kafka":
-		k, err := sink.NewKafka(sink.KafkaConfig{Brokers: strings.Split(*brokers, ","), Topic: *topic, Compression: *compression})
-		if err != nil {
-			return err
-		}
-		sk = k
-	case "stdout":
-		sk = sink.Stdout()
-	case "file":
-		f, err := sink.File(*out)
-		if err != nil {
-			return err
-		}
-		sk = f
-	default:
-		return fmt.Errorf("unknown sink %q", *sinkName)
+	sk, err := sink.Open(sink.Options{Name: *sinkName, File: *out,
+		Kafka: sink.KafkaConfig{Brokers: strings.Split(*brokers, ","), Topic: *topic, Compression: *compression}})
+	if err != nil {
+		return err
 	}
 	defer sk.Close()
 
