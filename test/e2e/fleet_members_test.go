@@ -49,6 +49,7 @@ import (
 // applier's roll of all three with one down (rollWithMemberDown).
 func TestFleetAPIMembers(t *testing.T) {
 	ctx := context.Background()
+	clearEarlierFleet(t)
 	// The fleet's images on the nodes, then the one-member fleet pruned
 	// (its StatefulSet's Service name cannot change to the peers').
 	run(t, nil, "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--fleet", "--fleet-kubeconfig", filepath.Join(t.TempDir(), "fleet.kubeconfig"))
@@ -249,6 +250,37 @@ func storageClasses(t *testing.T) []storagev1.StorageClass {
 		t.Fatal(err)
 	}
 	return l.Items
+}
+
+// clearEarlierFleet removes what an earlier run of TestFleetAPIMembers
+// left on the cluster when it was stopped before its cleanups ran (go
+// test's -timeout panics without running them): the three-member plane and
+// its etcd's volume claims. local up --fleet refuses, rightly, a
+// one-member fleet over three members' data, so each fleet test would
+// otherwise fail on the last run's state.
+func clearEarlierFleet(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	claims, err := cs.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, c := range claims.Items {
+		if strings.HasPrefix(c.Name, "etcd-data-"+karmadaaddon.KarmadaService+"-") {
+			left = append(left, c.Name)
+		}
+	}
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) == 0 && len(pvs.Items) == 0 {
+		return
+	}
+	t.Logf("an earlier run left the fleet etcd's claims %v and %d volumes: removing the fleet and them", left, len(pvs.Items))
+	removeFleet(t)
+	deleteEtcdVolumes(t)
 }
 
 // deleteEtcdVolumes deletes the fleet etcd's claims (a pruned addon

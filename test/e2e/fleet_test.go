@@ -35,6 +35,7 @@ func TestFleetManagementCluster(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	fleetKubeconfig := filepath.Join(dir, "fleet.kubeconfig")
+	clearEarlierFleet(t)
 	start := time.Now()
 	run(t, nil, "local", "up", "-f", definition, "--kubeconfig", kubeconfig, "--fleet", "--fleet-kubeconfig", fleetKubeconfig)
 	t.Logf("trellis local up --fleet: %s", time.Since(start).Round(time.Second))
