@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -313,9 +314,7 @@ func (s *Shipper) fresh(dir string, pod []string, ctr string, seen map[uint64]st
 		f.head = head
 		fs = append(fs, found{f, e})
 	}
-	slices.SortFunc(fs, func(a, b found) int {
-		return cmp.Or(a.e.mtime.Compare(b.e.mtime), strings.Compare(a.e.name, b.e.name))
-	})
+	slices.SortFunc(fs, func(a, b found) int { return olderFirst(a.e, b.e) })
 	now := s.cfg.Clock.Now()
 	for _, x := range fs {
 		f, e := x.f, x.e
@@ -341,6 +340,36 @@ func (s *Shipper) fresh(dir string, pod []string, ctr string, seen map[uint64]st
 		s.log.Info("reading a rotated generation never seen before", "file", filepath.Join(dir, e.name), "bytes", e.size)
 	}
 	return len(fs) > 0
+}
+
+// olderFirst orders two rotated files of one dir, the older generation
+// first: by modification time, and where that cannot tell them apart, by
+// name. A file's mtime has the kernel's tick (a few milliseconds), so two
+// rotations within one tick leave equal times. Names then order them as
+// their rotator meant: logrotate numbers its copies from the newest
+// (0.log.1 is newer than 0.log.2), and kubelet stamps its renames with the
+// time of the rotation (0.log.20261128-010001 is older than …-010002).
+func olderFirst(a, b entry) int {
+	if c := a.mtime.Compare(b.mtime); c != 0 {
+		return c
+	}
+	an, aok := copyNumber(a.name)
+	bn, bok := copyNumber(b.name)
+	if aok && bok {
+		return cmp.Compare(bn, an)
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// copyNumber is the n of a logrotate-style numbered copy, N.log.n.
+func copyNumber(name string) (int, bool) {
+	i := strings.LastIndexByte(name, '.')
+	suffix := name[i+1:]
+	if i < 0 || suffix == "" || len(suffix) > 6 || strings.Trim(suffix, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(suffix)
+	return n, err == nil
 }
 
 // knownHeads are the first bytes of every generation of dir the shipper
