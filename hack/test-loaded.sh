@@ -54,8 +54,11 @@ took=$(( $(date +%s) - began ))
 
 result=pass
 (( status == 0 )) || result=fail
+# The top five by awk, not head: head exits after five lines, and a sort
+# still writing then dies of SIGPIPE, which pipefail and set -e turn into
+# the script's end before its summary (run 5, 2026-11-29).
 slowest=$(awk '$1 == "ok" || $1 == "FAIL" { if ($3 ~ /s$/) { t = $3; sub(/s$/, "", t); printf "%s %s\n", t, $2 } }' "${log}" |
-  sort -rn | head -5 | awk '{ sub("github.com/trellis-dev/trellis/", "", $2); printf "%s%s %ss", sep, $2, $1; sep = ", " }')
+  sort -rn | awk 'NR <= 5 { sub("github.com/trellis-dev/trellis/", "", $2); printf "%s%s %ss", sep, $2, $1; sep = ", " }')
 failed=$(awk '$1 == "FAIL" && $2 ~ /\// { sub("github.com/trellis-dev/trellis/", "", $2); printf "%s%s", sep, $2; sep = ", " }' "${log}")
 {
   echo "test-loaded: ${result} in ${took}s with ${hogs} hogs on $(nproc) cores; log ${log}"
