@@ -62,7 +62,7 @@ if [[ ! -x "${out}/coredns" ]]; then
     echo
     echo "func main() { coremain.Run() }"
   } > main.go
-  step "Building CoreDNS ${COREDNS_VERSION}" "${#plugins[@]} plugins; cold: ~1 min on 2 cores"
+  step "Building CoreDNS ${COREDNS_VERSION}" "${#plugins[@]} plugins; cold: ~2 min on 2 cores"
   # -mod=mod lets go add the requirements the plugins need to the scratch go.mod.
   CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "${out}/coredns" . >&2
   step_done
