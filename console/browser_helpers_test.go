@@ -62,12 +62,38 @@ func eval[T any](b *browser, expr string) T {
 	return v
 }
 
+// waitAt waits until the browser has loaded url. The sign-in's "Signed
+// in" page has the layout of the page it refreshes to (the signed-in
+// user's .who among it), so a query can find a node there that the
+// refresh then removes: chromedp's next call on it fails with "No node
+// with given id found" (make test-loaded run 6, under load). Waiting for
+// the destination first leaves queries one document to look at.
+func (b *browser) waitAt(url string) {
+	b.t.Helper()
+	at := fmt.Sprintf(`location.href === new URL(%q).href && document.readyState === "complete"`, url)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// Evaluating during a navigation can fail (its context is gone):
+		// the next poll asks the new document.
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](at))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.fail(fmt.Errorf("not at %s, loaded, within 20 s (last error: %v)", url, err))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // signIn opens target, is sent to the provider, and signs in as user.
 func (b *browser) signIn(target, user string) {
 	b.t.Helper()
 	b.run(chromedp.Navigate(target), chromedp.WaitVisible(chromedp.ID("username")),
 		chromedp.SendKeys(chromedp.ID("username"), user), chromedp.SendKeys(chromedp.ID("password"), password),
-		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS(`.who`)))
+		chromedp.Submit(chromedp.ID("password")))
+	b.waitAt(target)
+	b.run(chromedp.WaitVisible(chromedp.CSS(`.who`)))
 	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
 	if strings.HasPrefix(loc, "http://") {
 		b.t.Fatalf("still at the provider after signing in as %s: %s", user, loc)

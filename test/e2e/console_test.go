@@ -326,11 +326,33 @@ func (b *page) text(sel string) string {
 }
 
 // signIn opens target, is sent to the local provider, and signs in.
+// waitAt waits until the browser has loaded url (a poll: evaluating
+// during a navigation can fail, and the next asks the new document).
+func (b *page) waitAt(url string, timeout time.Duration) {
+	b.t.Helper()
+	at := fmt.Sprintf(`location.href === new URL(%q).href && document.readyState === "complete"`, url)
+	var err error
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if ok, err = chromedp.Run(b.ctx, chromedp.Evaluate[bool](at)); err == nil && ok {
+			return
+		}
+	}
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	b.shot("failure")
+	b.t.Fatalf("browser at %s, not at %s (loaded) within %s: last error %v", loc, url, timeout, err)
+}
+
 func (b *page) signIn(target, user, password string) {
 	b.t.Helper()
 	b.run(30*time.Second, chromedp.Navigate(target), chromedp.WaitVisible(chromedp.ID("username")),
 		chromedp.SendKeys(chromedp.ID("username"), strings.SplitN(user, "@", 2)[0]), chromedp.SendKeys(chromedp.ID("password"), password),
-		chromedp.Submit(chromedp.ID("password")), chromedp.WaitVisible(chromedp.CSS(`.who`)))
+		chromedp.Submit(chromedp.ID("password")))
+	// The "Signed in" page has the .who of the page it refreshes to: a
+	// node found there is gone after the refresh ("No node with given id
+	// found"). Its destination first, then the queries.
+	b.waitAt(target, 30*time.Second)
+	b.run(30*time.Second, chromedp.WaitVisible(chromedp.CSS(`.who`)))
 	if got := b.text(`.who`); got != "oidc:"+user {
 		b.t.Fatalf("signed in as %q, want oidc:%s", got, user)
 	}
