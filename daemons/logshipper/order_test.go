@@ -26,7 +26,7 @@ func TestOlderFirst(t *testing.T) {
 			[]entry{at("0.log.20261128-010002", 0), at("0.log.20261128-010001", 0)},
 			[]string{"0.log.20261128-010001", "0.log.20261128-010002"}},
 		{"the modification time first, whatever the names",
-			[]entry{at("0.log.3", time.Millisecond), at("0.log.1", 0), at("0.log.20261128-010001", 2 * time.Millisecond)},
+			[]entry{at("0.log.3", time.Millisecond), at("0.log.1", 0), at("0.log.20261128-010001", 2*time.Millisecond)},
 			[]string{"0.log.1", "0.log.3", "0.log.20261128-010001"}},
 	} {
 		got := slices.Clone(c.in)
@@ -93,9 +93,9 @@ func TestCopiesOfOneTickShippedInOrder(t *testing.T) {
 	}
 
 	runShipper(t, root, cp, m)
-	got := waitLogs(t, m, len(want))
+	waitLogs(t, m, len(want))
 	time.Sleep(200 * time.Millisecond) // a duplicate, if any, arrives
-	if got = m.logs(); !slices.Equal(got, want) {
+	if got := m.logs(); !slices.Equal(got, want) {
 		t.Fatalf("shipped, in order:\n  %s\nwant:\n  %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
 }
