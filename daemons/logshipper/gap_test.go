@@ -63,16 +63,7 @@ func TestGapWhenGenerationGoneBeforeRead(t *testing.T) {
 		if logs != nil {
 			cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 		}
-		sh, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = sh.Run(ctx); close(done) }()
-		stop := func() { cancel(); <-done }
-		t.Cleanup(stop)
-		return sh, stop
+		return runShipper(t, cfg)
 	}
 	poll := func(what string, cond func() bool) {
 		t.Helper()
@@ -153,31 +144,13 @@ func TestGapWhenCopyGoneBeforeRead(t *testing.T) {
 	appendFile(t, live, criLine("stdout", "F", "gen0 line 0"), criLine("stdout", "F", "gen0 line 1"))
 	m := &memSink{}
 	start := func() (*Shipper, func()) {
-		sh, err := New(Config{Root: root, Checkpoint: checkpoint, Sink: m, Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = sh.Run(ctx); close(done) }()
-		stop := func() { cancel(); <-done }
-		t.Cleanup(stop)
-		return sh, stop
+		return runShipper(t, Config{Root: root, Checkpoint: checkpoint, Sink: m, Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
 	}
 	_, stop := start()
 	waitLogs(t, m, 2)
 	stop()
 	appendFile(t, live, criLine("stdout", "F", "gen0 line 2, never read"))
-	b, err := os.ReadFile(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(live+".1", b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(live, 0); err != nil {
-		t.Fatal(err)
-	}
+	copyTruncate(t, live, live+".1")
 	appendFile(t, live, criLine("stdout", "F", "gen1 line 0"))
 	if err := os.Remove(live + ".1"); err != nil {
 		t.Fatal(err)

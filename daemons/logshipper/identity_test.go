@@ -1,7 +1,6 @@
 package logshipper
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"sync"
@@ -44,15 +43,8 @@ func TestIdentityFollowsThePod(t *testing.T) {
 	meta := &fakeMeta{pods: map[string]*PodInfo{"u1": {Service: "web", Env: "prod", Labels: map[string]string{"team": "a", "app": "web"},
 		Workload: &sink.Workload{Kind: "Deployment", Name: "web"}}}}
 	m := &memSink{}
-	sh, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: m, Meta: meta, Node: "n1",
+	runShipper(t, Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: m, Meta: meta, Node: "n1",
 		Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = sh.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
 
 	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "one"), criLine("stdout", "F", "two"))
 	waitLogs(t, m, 2)

@@ -1,7 +1,6 @@
 package logshipper
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,7 +61,7 @@ func TestCopiesOfOneTickShippedInOrder(t *testing.T) {
 		}
 	}
 	write(5)
-	stop := runShipper(t, root, cp, m)
+	_, stop := runShipper(t, shipperOf(root, cp, m))
 	waitLogs(t, m, 5)
 	stop()
 
@@ -73,16 +72,7 @@ func TestCopiesOfOneTickShippedInOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b, err := os.ReadFile(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(log+".1", b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(log, 0); err != nil {
-			t.Fatal(err)
-		}
+		copyTruncate(t, log, log+".1")
 	}
 	write(5)
 	tick := time.Now().Add(-time.Second)
@@ -92,7 +82,7 @@ func TestCopiesOfOneTickShippedInOrder(t *testing.T) {
 		}
 	}
 
-	runShipper(t, root, cp, m)
+	runShipper(t, shipperOf(root, cp, m))
 	waitLogs(t, m, len(want))
 	time.Sleep(200 * time.Millisecond) // a duplicate, if any, arrives
 	if got := m.logs(); !slices.Equal(got, want) {
@@ -100,26 +90,8 @@ func TestCopiesOfOneTickShippedInOrder(t *testing.T) {
 	}
 }
 
-// runShipper runs a shipper over root with the checkpoint cp until the
-// returned stop (or the test's end).
-func runShipper(t *testing.T, root, cp string, m *memSink) (stop func()) {
-	t.Helper()
-	sh, err := New(Config{Root: root, Checkpoint: cp, Sink: m, Poll: 20 * time.Millisecond,
-		Linger: 20 * time.Millisecond, RotatedGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = sh.Run(ctx); close(done) }()
-	var once bool
-	stop = func() {
-		if !once {
-			once = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+// shipperOf is the config of a shipper over root with the checkpoint cp.
+func shipperOf(root, cp string, m *memSink) Config {
+	return Config{Root: root, Checkpoint: cp, Sink: m, Poll: 20 * time.Millisecond,
+		Linger: 20 * time.Millisecond, RotatedGrace: 200 * time.Millisecond}
 }

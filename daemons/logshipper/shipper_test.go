@@ -99,18 +99,42 @@ func appendFile(t *testing.T, path string, lines ...string) {
 	}
 }
 
-func startShipper(t *testing.T, root string, s sink.Sink, maxLine int) (*Shipper, context.CancelFunc) {
+func startShipper(t *testing.T, root string, s sink.Sink, maxLine int) (*Shipper, func()) {
 	t.Helper()
-	sh, err := New(Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: s, Poll: 20 * time.Millisecond,
+	return runShipper(t, Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: s, Poll: 20 * time.Millisecond,
 		Linger: 20 * time.Millisecond, MaxLine: maxLine, RotatedGrace: 200 * time.Millisecond})
+}
+
+// runShipper runs a shipper of cfg until the returned stop, which waits
+// for Run to return (and may be called again), or the test's end.
+func runShipper(t *testing.T, cfg Config) (*Shipper, func()) {
+	t.Helper()
+	sh, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = sh.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return sh, cancel
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return sh, stop
+}
+
+// copyTruncate rotates live as logrotate's copytruncate does: its bytes
+// copied to dst, then live truncated in place.
+func copyTruncate(t *testing.T, live, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(live, 0); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitLogs(t *testing.T, m *memSink, n int) []string {
@@ -195,13 +219,7 @@ func TestRotationRenameCopytruncateAndDeletion(t *testing.T) {
 	write(10)
 	waitLogs(t, m, 21)
 	// copytruncate: copy aside, truncate in place, keep writing.
-	b, _ := os.ReadFile(log)
-	if err := os.WriteFile(log+".1", b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(log, 0); err != nil {
-		t.Fatal(err)
-	}
+	copyTruncate(t, log, log+".1")
 	write(5)
 	waitLogs(t, m, 26)
 	// The sink goes down, more lines arrive, the pod's logs are deleted:
@@ -260,17 +278,10 @@ func TestDeletedFileAbandonedAfterGrace(t *testing.T) {
 	m := &memSink{}
 	m.down.Store(true)
 	checkpoint := filepath.Join(t.TempDir(), "cp.json")
-	sh, err := New(Config{Root: root, Checkpoint: checkpoint, Sink: m, BatchLines: 50, Clock: fc}) // DeletedGrace: 10m
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = sh.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	sh, _ := runShipper(t, Config{Root: root, Checkpoint: checkpoint, Sink: m, BatchLines: 50, Clock: fc}) // DeletedGrace: 10m
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}

@@ -2,7 +2,6 @@ package logshipper
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -51,16 +50,7 @@ func TestCopytruncateToShorterThanHead(t *testing.T) {
 			if p := s.acked[s.files[inodeOf(t, log)].key]; len(p.Head) != headLen || p.Offset != 0 {
 				t.Fatalf("gen1 registered with a %d-byte head at offset %d, want %d at 0", len(p.Head), p.Offset, headLen)
 			}
-			c, err := os.ReadFile(log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(log+".1", c, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(log, 0); err != nil {
-				t.Fatal(err)
-			}
+			copyTruncate(t, log, log+".1")
 			if tc.after != "" {
 				line := criLine("stdout", "F", tc.after)
 				if len(line) >= headLen {
