@@ -260,27 +260,35 @@ func storageClasses(t *testing.T) []storagev1.StorageClass {
 // otherwise fail on the last run's state.
 func clearEarlierFleet(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	claims, err := cs.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
+	claims, volumes, err := etcdVolumesLeft(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var left []string
-	for _, c := range claims.Items {
+	if len(claims) == 0 && volumes == 0 {
+		return
+	}
+	t.Logf("an earlier run left the fleet etcd's claims %v and %d volumes: removing the fleet and them", claims, volumes)
+	removeFleet(t)
+	deleteEtcdVolumes(t)
+}
+
+// etcdVolumesLeft lists the fleet etcd's volume claims and counts the
+// test's static volumes.
+func etcdVolumesLeft(ctx context.Context) (claims []string, volumes int, err error) {
+	l, err := cs.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, c := range l.Items {
 		if strings.HasPrefix(c.Name, "etcd-data-"+karmadaaddon.KarmadaService+"-") {
-			left = append(left, c.Name)
+			claims = append(claims, c.Name)
 		}
 	}
 	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
 	if err != nil {
-		t.Fatal(err)
+		return nil, 0, err
 	}
-	if len(left) == 0 && len(pvs.Items) == 0 {
-		return
-	}
-	t.Logf("an earlier run left the fleet etcd's claims %v and %d volumes: removing the fleet and them", left, len(pvs.Items))
-	removeFleet(t)
-	deleteEtcdVolumes(t)
+	return claims, len(pvs.Items), nil
 }
 
 // deleteEtcdVolumes deletes the fleet etcd's claims (a pruned addon
@@ -293,20 +301,11 @@ func deleteEtcdVolumes(t *testing.T) {
 	}
 	_ = cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
 	eventually(t, "the fleet etcd's claims and volumes gone", 2*time.Minute, func() (bool, string) {
-		claims, err := cs.CoreV1().PersistentVolumeClaims(addons.Namespace).List(ctx, metav1.ListOptions{})
+		claims, volumes, err := etcdVolumesLeft(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
-		if err != nil {
-			return false, err.Error()
-		}
-		n := len(pvs.Items)
-		for _, c := range claims.Items {
-			if strings.HasPrefix(c.Name, "etcd-data-"+karmadaaddon.KarmadaService+"-") {
-				n++
-			}
-		}
+		n := len(claims) + volumes
 		return n == 0, fmt.Sprintf("%d left", n)
 	})
 	if out, err := exec.Command("docker", "exec", untaintedNode(t), "rm", "-rf", etcdVolumeDir).CombinedOutput(); err != nil {
