@@ -216,9 +216,11 @@ func TestIntegrationAPFProposalIsolatesAGrownTenant(t *testing.T) {
 	if q := with.queuedAt(apfplan.TenantsLevel); q > 2 {
 		t.Errorf("with the proposal: %.0f requests queued in the shared level at once, want the steady tenants unqueued (2 at most)", q)
 	}
-	if p99 := loadtest.Percentile(with.others, 0.99); p99 > time.Second {
-		t.Errorf("with the proposal: the steady tenants' create p99 is %s, want within the 1 s SLO", p99)
-	}
+	// The steady tenants' create p99 against the 1 s SLO is in the table
+	// above and in docs/benchmarks/apfplan.md, not asserted: a wall-clock
+	// percentile measures the machine as much as the proposal (issue 45).
+	// What the proposal controls is asserted instead: where the excess
+	// waits (above) and that no steady create is refused (below).
 	if with.othersRefused > 0 {
 		t.Errorf("with the proposal: %d of the steady tenants' creates were refused (%s)", with.othersRefused, with.refusal)
 	}
