@@ -188,6 +188,9 @@ func TestFleetAPIMembers(t *testing.T) {
 // no deleter).
 const etcdVolumeDir = "/var/lib/trellis-e2e-fleet-etcd"
 
+// fleetEtcdLabel marks the static volumes the fleet's etcd members bind.
+const fleetEtcdLabel = "e2e.trellis.dev/fleet-etcd"
+
 // makeEtcdVolumes makes n static volumes for the fleet etcd's claims (the
 // cluster's default class binds static volumes; kind has no provisioner),
 // on the node the members can run on: the one without a NoSchedule taint
@@ -205,7 +208,7 @@ func makeEtcdVolumes(t *testing.T, n int) {
 	stamp := time.Now().UnixNano()
 	for i := range n {
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e2e-fleet-etcd-%d", i), Labels: map[string]string{"e2e.trellis.dev/fleet-etcd": "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e2e-fleet-etcd-%d", i), Labels: map[string]string{fleetEtcdLabel: "true"}},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -284,7 +287,7 @@ func etcdVolumesLeft(ctx context.Context) (claims []string, volumes int, err err
 			claims = append(claims, c.Name)
 		}
 	}
-	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
+	pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: fleetEtcdLabel + "=true"})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -299,7 +302,7 @@ func deleteEtcdVolumes(t *testing.T) {
 	for i := range 5 {
 		_ = cs.CoreV1().PersistentVolumeClaims(addons.Namespace).Delete(ctx, fmt.Sprintf("etcd-data-%s-%d", karmadaaddon.KarmadaService, i), metav1.DeleteOptions{})
 	}
-	_ = cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.trellis.dev/fleet-etcd=true"})
+	_ = cs.CoreV1().PersistentVolumes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: fleetEtcdLabel + "=true"})
 	eventually(t, "the fleet etcd's claims and volumes gone", 2*time.Minute, func() (bool, string) {
 		claims, volumes, err := etcdVolumesLeft(ctx)
 		if err != nil {
