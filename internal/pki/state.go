@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -33,6 +34,8 @@ type State struct {
 	// Chain is the signing CA's certificate followed by any intermediates up
 	// to, not including, its root.
 	Chain []*x509.Certificate
+
+	leaf atomic.Pointer[leafSlot]
 }
 
 // NewState returns a state with one root and a signer under it.
@@ -189,22 +192,38 @@ func (s *State) SignDER(req LeafRequest, now time.Time) ([]byte, Validity, error
 	if v.NotAfter.After(s.Signer.Cert.NotAfter) {
 		v.NotAfter = s.Signer.Cert.NotAfter
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		NotBefore:             v.NotBefore,
-		NotAfter:              v.NotAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		URIs:                  []*url.URL{req.ID.URL()},
-		DNSNames:              req.DNSNames,
+	var der []byte
+	var err error
+	if enc := s.leafEncoder(); enc != nil {
+		der, err = enc.sign(serial(), v, req.CSR.PublicKey, req.DNSNames, req.ID.String())
+	} else {
+		tmpl := leafTemplate(serial(), v)
+		tmpl.URIs, tmpl.DNSNames = []*url.URL{req.ID.URL()}, req.DNSNames
+		der, err = x509.CreateCertificate(rand.Reader, tmpl, s.Signer.Cert, req.CSR.PublicKey, s.Signer.Key)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.Signer.Cert, req.CSR.PublicKey, s.Signer.Key)
 	if err != nil {
 		return nil, Validity{}, fmt.Errorf("failed to sign the certificate of %s: %w", req.ID, err)
 	}
 	return der, v, nil
 }
+
+// leafEncoder is the signer's leaf encoder, made on first use; nil when
+// crypto/x509 signs (a signer key that is not ECDSA).
+func (s *State) leafEncoder() *leafEncoder {
+	if e := s.leaf.Load(); e != nil {
+		return e.enc
+	}
+	enc, err := newLeafEncoder(s.Signer)
+	if err != nil {
+		enc = nil // crypto/x509 signs, and reports any error itself
+	}
+	s.leaf.Store(&leafSlot{enc: enc})
+	return enc
+}
+
+// leafSlot holds a state's leaf encoder once it was looked for (enc nil:
+// none applies).
+type leafSlot struct{ enc *leafEncoder }
 
 // Validity is a certificate's validity window.
 type Validity struct {
