@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -98,12 +99,35 @@ func newLeafEncoder(signer *KeyPair) (*leafEncoder, error) {
 	return e, nil
 }
 
-// sign writes, signs and checks the leaf for pub with names dns and uri.
-func (e *leafEncoder) sign(serial *big.Int, v Validity, pub crypto.PublicKey, dns []string, uri string) ([]byte, error) {
-	spki, err := x509.MarshalPKIXPublicKey(pub)
+// ecSPKIPrefixes are the DER of an ECDSA SubjectPublicKeyInfo up to the
+// uncompressed point, as crypto/x509 writes it, by the point's length.
+var ecSPKIPrefixes = map[int][]byte{
+	65: {0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00}, // P-256
+	97: {0x30, 0x76, 0x30, 0x10, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22, 0x03, 0x62, 0x00},                   // P-384
+}
+
+// spki is the DER crypto/x509 writes for pub. raw, the SubjectPublicKeyInfo
+// pub was parsed from, is that DER when it is an ECDSA key encoded the one
+// way crypto/x509 encodes it, which saves encoding it again; any other
+// encoding of the same key is written anew.
+func spki(pub crypto.PublicKey, raw []byte) ([]byte, error) {
+	if _, ok := pub.(*ecdsa.PublicKey); ok {
+		for n, prefix := range ecSPKIPrefixes {
+			if len(raw) == len(prefix)+n && bytes.HasPrefix(raw, prefix) && raw[len(prefix)] == 0x04 {
+				return raw, nil
+			}
+		}
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the leaf's public key: %w", err)
 	}
+	return der, nil
+}
+
+// sign writes, signs and checks the leaf for the public key whose DER is
+// spki, with names dns and uri.
+func (e *leafEncoder) sign(serial *big.Int, v Validity, spki []byte, dns []string, uri string) ([]byte, error) {
 	for _, s := range dns {
 		if err := ia5(s); err != nil {
 			return nil, err

@@ -84,7 +84,15 @@ func TestLeafEncoderMatchesX509(t *testing.T) {
 				for _, dns := range dnsSets {
 					for _, serial := range []*big.Int{big.NewInt(1), high, serial()} {
 						name := fmt.Sprintf("%s, %s leaf, %s, %d DNS names, serial %x", sname, kname, vname, len(dns), serial)
-						got, err := enc.sign(serial, v, leafKey.Public(), dns, id)
+						csr, err := NewCSR(leafKey)
+						if err != nil {
+							t.Fatal(err)
+						}
+						key, err := spki(csr.PublicKey, csr.RawSubjectPublicKeyInfo)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := enc.sign(serial, v, key, dns, id)
 						if err != nil {
 							t.Fatalf("%s: encoder: %v", name, err)
 						}
@@ -156,7 +164,8 @@ func TestLeafEncoderRefusesNonASCII(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := enc.sign(big.NewInt(1), Validity{NotBefore: now, NotAfter: now}, key.Public(), []string{"wéb.example"}, "spiffe://t/x"); err == nil {
+	der, _ := x509.MarshalPKIXPublicKey(key.Public())
+	if _, err := enc.sign(big.NewInt(1), Validity{NotBefore: now, NotAfter: now}, der, []string{"wéb.example"}, "spiffe://t/x"); err == nil {
 		t.Fatal("a non-ASCII DNS name was encoded")
 	}
 }
@@ -187,4 +196,36 @@ func BenchmarkSignDER(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSPKI: an ECDSA key's own DER is used only when it is crypto/x509's
+// encoding; the prefixes are crypto/x509's.
+func TestSPKI(t *testing.T) {
+	for _, curve := range []elliptic.Curve{elliptic.P256(), elliptic.P384()} {
+		key, _ := ecdsa.GenerateKey(curve, rand.Reader)
+		want, err := x509.MarshalPKIXPublicKey(key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := spki(key.Public(), want)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: got %x, %v", curve.Params().Name, got, err)
+		}
+		if &got[0] != &want[0] {
+			t.Errorf("%s: the canonical DER was encoded again", curve.Params().Name)
+		}
+		// The same key with a non-zero count of unused bits in its BIT
+		// STRING, which crypto/x509's parser accepts: written anew.
+		odd := bytes.Clone(want)
+		size := (curve.Params().BitSize + 7) / 8
+		odd[len(want)-(2*size+1)-1] = 0x01 // the unused-bits octet before the point
+		if got, err := spki(key.Public(), odd); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: a non-canonical encoding was kept: %x, %v", curve.Params().Name, got, err)
+		}
+	}
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	want, _ := x509.MarshalPKIXPublicKey(ed.Public())
+	if got, err := spki(ed.Public(), nil); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("Ed25519: %x, %v", got, err)
+	}
 }

@@ -195,7 +195,10 @@ func (s *State) SignDER(req LeafRequest, now time.Time) ([]byte, Validity, error
 	var der []byte
 	var err error
 	if enc := s.leafEncoder(); enc != nil {
-		der, err = enc.sign(serial(), v, req.CSR.PublicKey, req.DNSNames, req.ID.String())
+		var key []byte
+		if key, err = spki(req.CSR.PublicKey, req.CSR.RawSubjectPublicKeyInfo); err == nil {
+			der, err = enc.sign(serial(), v, key, req.DNSNames, req.ID.String())
+		}
 	} else {
 		tmpl := leafTemplate(serial(), v)
 		tmpl.URIs, tmpl.DNSNames = []*url.URL{req.ID.URL()}, req.DNSNames

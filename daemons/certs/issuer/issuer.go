@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -159,18 +160,15 @@ func (is *Issuer) State() *pki.State {
 // authority is a state with the PEM every response carries, encoded once
 // per CA rotation instead of once per certificate.
 type authority struct {
-	st     *pki.State
-	bundle []byte // the roots
-	chain  []byte // the signing CA and intermediates, root excluded
+	st        *pki.State
+	bundle    []byte // the roots
+	bundleB64 string // the roots' PEM in base64, as a JSON response carries it
+	chain     []byte // the signing CA and intermediates, root excluded
 }
 
 func newAuthority(st *pki.State) *authority {
-	return &authority{st: st, bundle: st.Bundle(), chain: pki.EncodeCerts(st.Chain...)}
-}
-
-// chainPEM is the leaf's PEM followed by the signing chain's.
-func (a *authority) chainPEM(leaf []byte) []byte {
-	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf}), a.chain...)
+	bundle := st.Bundle()
+	return &authority{st: st, bundle: bundle, bundleB64: base64.StdEncoding.EncodeToString(bundle), chain: pki.EncodeCerts(st.Chain...)}
 }
 
 // refusal is an error with an HTTP status and a metric reason.
@@ -200,7 +198,7 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(a.bundle)
 	case r.URL.Path == certsapi.SignPath && r.Method == http.MethodPost:
 		start := is.cfg.Clock.Now()
-		resp, err := is.handleSign(r)
+		body, err := is.handleSign(r)
 		is.latency.Observe(is.cfg.Clock.Since(start).Seconds())
 		if err != nil {
 			var rf *refusal
@@ -213,7 +211,8 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		is.issued.Inc()
-		writeJSON(w, http.StatusOK, resp)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -225,7 +224,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (is *Issuer) handleSign(r *http.Request) (*certsapi.SignResponse, error) {
+// handleSign answers a sign request with the JSON of its SignResponse.
+func (is *Issuer) handleSign(r *http.Request) ([]byte, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")
@@ -241,50 +241,60 @@ func (is *Issuer) handleSign(r *http.Request) (*certsapi.SignResponse, error) {
 	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&req); err != nil {
 		return nil, refuse(http.StatusBadRequest, "bad_request", "failed to decode the request: %w", err)
 	}
-	return is.Sign(r.Context(), node, req)
+	resp, a, err := is.sign(r.Context(), node, req)
+	if err != nil {
+		return nil, err
+	}
+	return a.encodeSignResponse(resp)
 }
 
 // Sign issues a certificate for the pod of req on behalf of an agent
 // authenticated for node.
 func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, error) {
+	resp, _, err := is.sign(ctx, node, req)
+	return resp, err
+}
+
+// sign is Sign, and the authority that signed.
+func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, *authority, error) {
 	pod, err := is.pod(ctx, req.Namespace, req.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch {
 	case string(pod.UID) != req.UID:
-		return nil, refuse(http.StatusForbidden, "uid_mismatch", "pod %s/%s has UID %s, not %s", req.Namespace, req.Name, pod.UID, req.UID)
+		return nil, nil, refuse(http.StatusForbidden, "uid_mismatch", "pod %s/%s has UID %s, not %s", req.Namespace, req.Name, pod.UID, req.UID)
 	case pod.Spec.NodeName != node:
-		return nil, refuse(http.StatusForbidden, "wrong_node", "pod %s/%s runs on node %q, not on the agent's node %q", req.Namespace, req.Name, pod.Spec.NodeName, node)
+		return nil, nil, refuse(http.StatusForbidden, "wrong_node", "pod %s/%s runs on node %q, not on the agent's node %q", req.Namespace, req.Name, pod.Spec.NodeName, node)
 	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return nil, refuse(http.StatusForbidden, "pod_finished", "pod %s/%s is terminating or finished", req.Namespace, req.Name)
+		return nil, nil, refuse(http.StatusForbidden, "pod_finished", "pod %s/%s is terminating or finished", req.Namespace, req.Name)
 	}
 	block, _ := pem.Decode(req.CSR)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return nil, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
+		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
 	}
 	csr, err := x509.ParseCertificateRequest(block.Bytes)
 	if err != nil {
-		return nil, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
+		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
 	}
 	id, dns, err := is.Identity(pod)
 	if err != nil {
-		return nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
+		return nil, nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
 	a := is.state.Load()
 	if a == nil {
-		return nil, refuse(http.StatusServiceUnavailable, "no_authority", "no certificate authority loaded yet")
+		return nil, nil, refuse(http.StatusServiceUnavailable, "no_authority", "no certificate authority loaded yet")
 	}
 	leaf, validity, err := a.st.SignDER(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
 	if errors.Is(err, pki.ErrBadCSR) {
-		return nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
+		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	is.record(ctx, pod, validity)
 	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
-	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, nil
+	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, a, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.

@@ -1,0 +1,48 @@
+package issuer
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/pem"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/trellis-dev/trellis/internal/certsapi"
+)
+
+// TestEncodeSignResponseMatchesJSON: the response the issuer writes by
+// hand is what encoding/json writes for the same SignResponse, and the
+// leaf's PEM is encoding/pem's, for DER lengths around the line width.
+func TestEncodeSignResponseMatchesJSON(t *testing.T) {
+	is := newIssuer(t, clocktesting.NewFakeClock(time.Now()), fake.NewClientset())
+	a := is.state.Load()
+	n := 0
+	for size := range 200 {
+		der := bytes.Repeat([]byte{byte(size)}, size)
+		if got, want := appendPEM(nil, der), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: PEM\n%s\nwant\n%s", size, got, want)
+		}
+		if got := len(appendPEM(nil, der)); got != pemLen(der) {
+			t.Fatalf("%d bytes: pemLen %d, appendPEM wrote %d", size, pemLen(der), got)
+		}
+		for _, id := range []string{"spiffe://trellis.test/ns/a/sa/b", `spiffe://trellis.test/ns/<&>/sa/"q"`} {
+			resp := &certsapi.SignResponse{Chain: a.chainPEM(der), Bundle: a.bundle, SPIFFEID: id}
+			got, err := a.encodeSignResponse(resp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			if err := json.NewEncoder(&want).Encode(resp); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("%d bytes, ID %s: response\n%s\nwant\n%s", size, id, got, want.Bytes())
+			}
+			n++
+		}
+	}
+	t.Logf("%d responses equal to encoding/json's", n)
+}
