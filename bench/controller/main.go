@@ -57,7 +57,8 @@ func main() {
 	flag.IntVar(&qps, "qps", 200, "controller client QPS (burst is twice that)")
 	dir := flag.String("dir", "", "work directory (default: a temp dir, removed)")
 	flag.StringVar(&kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers, for diagnosis (default: all)")
-	flag.StringVar(&profile, "apiserver-profile", "", "write a kube-apiserver CPU profile of the Trellis phase's first 20s to this file")
+	flag.StringVar(&profile, "apiserver-profile", "", "write a kube-apiserver CPU profile of the Trellis phase's start to this file, and of the bundle phase's to this file + .bundle")
+	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile runs, from its phase's start")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -66,8 +67,9 @@ func main() {
 }
 
 var (
-	qps     int
-	profile string
+	qps        int
+	profile    string
+	profileFor time.Duration
 	// kcmControllers, when set, is kube-controller-manager's --controllers.
 	kcmControllers string
 )
@@ -191,6 +193,13 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	cpuB0 := sampleCPU(cp)
+	if profile != "" {
+		go func() {
+			if err := cp.APIServerProfile(ctx, profile+".bundle", profileFor); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			}
+		}()
+	}
 	start = time.Now()
 	if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
 		return err
@@ -214,7 +223,7 @@ func run(n, workers int, dir string) error {
 	cpu2 := sampleCPU(cp)
 	if profile != "" {
 		go func() {
-			if err := cp.APIServerProfile(ctx, profile, 20*time.Second); err != nil {
+			if err := cp.APIServerProfile(ctx, profile, profileFor); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			}
 		}()
