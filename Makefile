@@ -210,9 +210,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned in hack/lint; linters in .go
 .PHONY: verify
 # go vet's analyzers run inside the linter (govet, with the e2e suite's
 # build tag); a separate `go vet ./...` only repeated them.
-verify: $(CONTROLLER_GEN) lint ## Fail on lint findings, unformatted code, stale generated or golden files, untidy go.mod
+verify: $(CONTROLLER_GEN) lint ## Fail on lint findings, unformatted code, stale generated or golden files, untidy go.mod, tools off go.mod's versions
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1,maxDescLen=0 output:crd:artifacts:config=config/crd
 	@git diff --exit-code -- api config/crd || { echo "generated files are stale: run make generate"; exit 1; }
 	$(GO) test ./bootstrap/render/
 	$(GO) mod tidy -diff
+	./hack/shared-deps.sh

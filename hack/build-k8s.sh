@@ -10,6 +10,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib/versions.sh"
 source "$(dirname "$0")/lib/progress.sh"
+source "$(dirname "$0")/lib/scratch.sh"
 
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 K8S_BINARIES=${K8S_BINARIES:-"kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm kube-proxy"}
@@ -31,22 +32,12 @@ if (( ${#missing[@]} > 0 )); then
   src="${CACHE}/src/kubernetes-${K8S_VERSION}"
   mkdir -p "${src}"
   cd "${src}"
-  if [[ ! -f go.mod ]]; then
-    step "Preparing a scratch module for Kubernetes ${K8S_VERSION}"
-    gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-    {
-      echo "module trellis.local/k8sbuild"
-      echo
-      echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
-      echo
-      echo "require k8s.io/kubernetes ${K8S_VERSION}"
-      echo
-      # Every staging module kubernetes points at ./staging/... is published
-      # as v0.<minor>.<patch>; sample-* modules are not served by the proxy.
-      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "${gomod}" | awk '{print $1}' | grep -v 'k8s.io/sample-' |
-        while read -r m; do echo "replace ${m} => ${m} v0.${ver#*.}"; done
-    } > go.mod
-  fi
+  # Trellis's requirements plus Kubernetes (hack/lib/scratch.sh): the
+  # packages both build are compiled once.
+  step "Preparing a scratch module for Kubernetes ${K8S_VERSION}"
+  mapfile -t edits < <(k8s_staging_edits "${K8S_VERSION}")
+  scratch_module "${src}" trellis.local/k8sbuild "k8s.io/kubernetes@${K8S_VERSION}"
+  go mod edit "${edits[@]}"
   ldflags="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X ${p}.gitVersion=${K8S_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
@@ -55,8 +46,10 @@ if (( ${#missing[@]} > 0 )); then
   pkgs=()
   for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/${b}"); done
   step "Building Kubernetes ${K8S_VERSION}" "${missing[*]}; cold: ~10 min on 2 cores"
-  # -mod=mod lets go add the requirements each command needs to the scratch go.mod.
-  CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "${ldflags}" -o "${out}/" "${pkgs[@]}" >&2
+  # -mod=mod lets go add the requirements each command needs to the scratch
+  # go.mod. No -trimpath: Trellis's build has none, and the flags are part
+  # of a compiled package's cache key.
+  CGO_ENABLED=0 go build -mod=mod -ldflags "${ldflags}" -o "${out}/" "${pkgs[@]}" >&2
   step_done
 else
   cached "Kubernetes ${K8S_VERSION}"
@@ -66,12 +59,9 @@ if [[ ! -x "${out}/etcd" ]]; then
   src="${CACHE}/src/etcd-${ETCD_VERSION}"
   mkdir -p "${src}"
   cd "${src}"
-  if [[ ! -f go.mod ]]; then
-    step "Preparing a scratch module for etcd ${ETCD_VERSION}"
-    printf 'module trellis.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "${ETCD_VERSION}" > go.mod
-  fi
+  scratch_module "${src}" trellis.local/etcdbuild "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
   step "Building etcd ${ETCD_VERSION}"
-  CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3 >&2
+  CGO_ENABLED=0 go build -mod=mod -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3 >&2
   step_done
 else
   cached "etcd ${ETCD_VERSION}"

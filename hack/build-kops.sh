@@ -9,6 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "${root}/hack/lib/versions.sh"
 source "${root}/hack/lib/progress.sh"
+source "${root}/hack/lib/scratch.sh"
 CACHE=${TRELLIS_CACHE:-${HOME}/.cache/trellis}
 out="${CACHE}/kops/${KOPS_VERSION}/kops"
 
@@ -21,13 +22,11 @@ fi
 src="${CACHE}/src/kops-${KOPS_VERSION}"
 mkdir -p "${src}" "$(dirname "${out}")"
 cd "${src}"
-if [[ ! -f go.mod ]]; then
-  # A scratch module with Trellis's own module graph, so the CLI links the
-  # same versions the library does.
-  cp "${root}/go.mod" "${root}/go.sum" .
-  sed -i 's|^module .*|module trellis.local/kopsbuild|' go.mod
-fi
+# Trellis's own module graph (hack/lib/scratch.sh), so the CLI links the
+# same versions the library does, and the packages both build (most of
+# kops, the cloud SDKs) are compiled once.
+scratch_module "${src}" trellis.local/kopsbuild
 step "Building the kops ${KOPS_VERSION} CLI"
-CGO_ENABLED=0 go build -mod=mod -trimpath -o "${out}" k8s.io/kops/cmd/kops >&2
+CGO_ENABLED=0 go build -mod=mod -o "${out}" k8s.io/kops/cmd/kops >&2
 step_done
 echo "${out}"
