@@ -35,9 +35,9 @@ if (( ${#missing[@]} > 0 )); then
   # Trellis's requirements plus Kubernetes (hack/lib/scratch.sh): the
   # packages both build are compiled once.
   step "Preparing a scratch module for Kubernetes ${K8S_VERSION}"
-  mapfile -t edits < <(k8s_staging_edits "${K8S_VERSION}")
-  scratch_module "${src}" trellis.local/k8sbuild "k8s.io/kubernetes@${K8S_VERSION}"
-  go mod edit "${edits[@]}"
+  k8s_scratch_module "${src}" "${K8S_VERSION}"
+  # shellcheck disable=SC2046 # one module per word
+  selected_exactly "${src}" "v0.${K8S_VERSION#v*.}" $(k8s_staging_modules "${K8S_VERSION}")
   ldflags="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X ${p}.gitVersion=${K8S_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
@@ -60,6 +60,7 @@ if [[ ! -x "${out}/etcd" ]]; then
   mkdir -p "${src}"
   cd "${src}"
   scratch_module "${src}" trellis.local/etcdbuild "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
+  selected_exactly "${src}" "${ETCD_VERSION}" go.etcd.io/etcd/{server,api,client/pkg,client}/v3
   step "Building etcd ${ETCD_VERSION}"
   CGO_ENABLED=0 go build -mod=mod -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3 >&2
   step_done

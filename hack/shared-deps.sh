@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the pinned tools built from Go modules (Kubernetes, etcd,
 # CoreDNS, the kops CLI) select the module versions Trellis selects for
-# every package they share with it, so that a cold build compiles each of
+# every package they share with it (and Kubernetes's staging modules and
+# etcd's own at exactly their release's versions), so that a cold build compiles each of
 # those packages once (hack/lib/scratch.sh, docs/design/builds.md). It
 # only resolves modules (go list), it builds nothing. On a mismatch it
 # names the package's module, both versions, and the go get that aligns
@@ -28,12 +29,13 @@ deps() {
 
 GOFLAGS= deps trellis "${root}" ./...
 
-mapfile -t edits < <(k8s_staging_edits "${K8S_VERSION}")
-scratch_module "${work}/mod/k8s" trellis.local/k8sbuild "k8s.io/kubernetes@${K8S_VERSION}"
-(cd "${work}/mod/k8s" && go mod edit "${edits[@]}")
+k8s_scratch_module "${work}/mod/k8s" "${K8S_VERSION}"
+# shellcheck disable=SC2046 # one module per word
+selected_exactly "${work}/mod/k8s" "v0.${K8S_VERSION#v*.}" $(k8s_staging_modules "${K8S_VERSION}")
 deps kubernetes "${work}/mod/k8s" k8s.io/kubernetes/cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kubelet,kubeadm,kube-proxy}
 
 scratch_module "${work}/mod/etcd" trellis.local/etcdbuild "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
+selected_exactly "${work}/mod/etcd" "${ETCD_VERSION}" go.etcd.io/etcd/{server,api,client/pkg,client}/v3
 deps etcd "${work}/mod/etcd" go.etcd.io/etcd/server/v3
 
 scratch_module "${work}/mod/coredns" trellis.local/corednsbuild "github.com/coredns/coredns@${COREDNS_VERSION}"
@@ -50,6 +52,7 @@ for tool in kubernetes etcd coredns kops; do
   join "${work}/trellis" "${work}/${tool}" >"${work}/${tool}.joined"
   shared=$(wc -l <"${work}/${tool}.joined")
   total=$(wc -l <"${work}/${tool}")
+  # One line per module: the versions Trellis and the tool select.
   differ=$(awk '$2 != $3 { print $2 " " $3 }' "${work}/${tool}.joined" | sort -u)
   if [[ -z "${differ}" ]]; then
     echo "shared-deps: ${tool}: ${shared} of its ${total} packages are Trellis's, all at Trellis's versions"
@@ -59,8 +62,10 @@ for tool in kubernetes etcd coredns kops; do
   echo "shared-deps: ${tool}: packages it shares with Trellis at other versions; the build compiles them twice:" >&2
   while read -r ours theirs; do
     echo "  ${ours%%@*}: Trellis ${ours#*@}, ${tool} ${theirs#*@}" >&2
-    newer=$(printf '%s\n%s\n' "${ours#*@}" "${theirs#*@}" | sort -V | tail -1)
-    echo "    align with: go get ${ours%%@*}@${newer}" >&2
+    # Trellis's requirements are the scratch module's roots, so the
+    # tool's selection is the newer one (sort -V would rank a
+    # pseudo-version above its release).
+    echo "    align with: go get ${theirs}" >&2
   done <<<"${differ}"
 done
 exit "${status}"
