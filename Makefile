@@ -22,6 +22,14 @@ export AWS_EC2_METADATA_DISABLED := true
 # a second time (only the standard library's net, os/user, plugin and
 # runtime/cgo have cgo files here, and all have pure-Go versions).
 export CGO_ENABLED := 0
+# No DWARF in compiled packages: the binaries are stripped (-s -w) and a
+# test's failures and panics read file:line from the line table, not from
+# DWARF. Without it, compiling takes about 15% less CPU (k8s.io/client-go
+# and the core API, cold: 321 against 377 CPU-s). Every go command make
+# runs gets it, tools and tests alike, so that they share one build cache
+# (docs/design/builds.md); export the same GOFLAGS to reuse that cache
+# from a go command run by hand.
+export GOFLAGS := $(strip $(GOFLAGS) -gcflags=all=-dwarf=false)
 GOTEST_FLAGS ?= -timeout 45m
 
 ##@ use
