@@ -59,11 +59,6 @@ func newLeafEncoder(signer *KeyPair) (*leafEncoder, error) {
 		return nil, errNoFastPath
 	}
 	e := &leafEncoder{key: key, issuer: signer.Cert.RawSubject}
-	switch signer.Cert.PublicKeyAlgorithm {
-	case x509.ECDSA:
-	default:
-		return nil, errNoFastPath
-	}
 	now := signer.Cert.NotBefore
 	proto, err := x509.CreateCertificate(rand.Reader, leafTemplate(big.NewInt(1), Validity{NotBefore: now, NotAfter: now}), signer.Cert, key.Public(), key)
 	if err != nil {

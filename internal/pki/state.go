@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -35,7 +35,8 @@ type State struct {
 	// to, not including, its root.
 	Chain []*x509.Certificate
 
-	leaf atomic.Pointer[leafSlot]
+	leafOnce sync.Once
+	leaf     *leafEncoder
 }
 
 // NewState returns a state with one root and a signer under it.
@@ -211,22 +212,12 @@ func (s *State) SignDER(req LeafRequest, now time.Time) ([]byte, Validity, error
 }
 
 // leafEncoder is the signer's leaf encoder, made on first use; nil when
-// crypto/x509 signs (a signer key that is not ECDSA).
+// crypto/x509 signs (a signer key that is not ECDSA, or any error, which
+// crypto/x509 then reports itself).
 func (s *State) leafEncoder() *leafEncoder {
-	if e := s.leaf.Load(); e != nil {
-		return e.enc
-	}
-	enc, err := newLeafEncoder(s.Signer)
-	if err != nil {
-		enc = nil // crypto/x509 signs, and reports any error itself
-	}
-	s.leaf.Store(&leafSlot{enc: enc})
-	return enc
+	s.leafOnce.Do(func() { s.leaf, _ = newLeafEncoder(s.Signer) })
+	return s.leaf
 }
-
-// leafSlot holds a state's leaf encoder once it was looked for (enc nil:
-// none applies).
-type leafSlot struct{ enc *leafEncoder }
 
 // Validity is a certificate's validity window.
 type Validity struct {

@@ -1,43 +1,23 @@
 package issuer
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 
 	"github.com/trellis-dev/trellis/internal/certsapi"
 )
 
-// The PEM armour of a certificate.
-const (
-	pemBegin = "-----BEGIN CERTIFICATE-----\n"
-	pemEnd   = "-----END CERTIFICATE-----\n"
-)
-
-// appendPEM appends der as a PEM CERTIFICATE block, as encoding/pem writes
-// it: base64 in lines of 64 characters.
-func appendPEM(buf, der []byte) []byte {
-	buf = append(buf, pemBegin...)
-	enc := base64.StdEncoding
-	for len(der) > 0 {
-		n := min(len(der), 48) // 48 bytes are 64 characters
-		buf = enc.AppendEncode(buf, der[:n])
-		buf = append(buf, '\n')
-		der = der[n:]
-	}
-	return append(buf, pemEnd...)
-}
-
-// pemLen is the length appendPEM adds for der.
-func pemLen(der []byte) int {
-	lines := (len(der) + 47) / 48
-	return len(pemBegin) + base64.StdEncoding.EncodedLen(len(der)) + lines + len(pemEnd)
-}
-
-// chainPEM is the leaf's PEM followed by the signing chain's.
+// chainPEM is the leaf's PEM followed by the signing chain's, in one
+// buffer.
 func (a *authority) chainPEM(leaf []byte) []byte {
-	out := make([]byte, 0, pemLen(leaf)+len(a.chain))
-	return append(appendPEM(out, leaf), a.chain...)
+	var b bytes.Buffer
+	b.Grow(2*len(leaf) + 64 + len(a.chain)) // PEM is 4/3 of the DER plus line breaks and armour
+	_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: leaf})
+	b.Write(a.chain)
+	return b.Bytes()
 }
 
 // encodeSignResponse is what json.Encoder writes for resp, whose bundle is

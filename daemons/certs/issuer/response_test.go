@@ -22,11 +22,8 @@ func TestEncodeSignResponseMatchesJSON(t *testing.T) {
 	n := 0
 	for size := range 200 {
 		der := bytes.Repeat([]byte{byte(size)}, size)
-		if got, want := appendPEM(nil, der), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}); !bytes.Equal(got, want) {
-			t.Fatalf("%d bytes: PEM\n%s\nwant\n%s", size, got, want)
-		}
-		if got := len(appendPEM(nil, der)); got != pemLen(der) {
-			t.Fatalf("%d bytes: pemLen %d, appendPEM wrote %d", size, pemLen(der), got)
+		if got, want := a.chainPEM(der), append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), a.chain...); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: chain\n%s\nwant\n%s", size, got, want)
 		}
 		for _, id := range []string{"spiffe://trellis.test/ns/a/sa/b", `spiffe://trellis.test/ns/<&>/sa/"q"`} {
 			resp := &certsapi.SignResponse{Chain: a.chainPEM(der), Bundle: a.bundle, SPIFFEID: id}
