@@ -27,6 +27,7 @@ func run(ctx context.Context) error {
 	brokers := flag.String("brokers", "", "Kafka brokers (host:port,...)")
 	topic := flag.String("topic", "", "Kafka topic template (default logs.<service>)")
 	compression := flag.String("compression", "zstd", "Kafka batch compression")
+	level := flag.Int("compression-level", 1, "zstd level: 1 fastest, 2 klauspost/compress's default, 3 better, 4 best")
 	out := flag.String("file", "", "output file (sink=file)")
 	node := flag.String("node-name", os.Getenv("NODE_NAME"), "this node (enrichment and the pod watch)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster; \"none\": no enrichment)")
@@ -38,7 +39,7 @@ func run(ctx context.Context) error {
 	log := daemon.Logger("log-shipper", "node", *node)
 
 	sk, err := sink.Open(sink.Options{Name: *sinkName, File: *out,
-		Kafka: sink.KafkaConfig{Brokers: strings.Split(*brokers, ","), Topic: *topic, Compression: *compression}})
+		Kafka: sink.KafkaConfig{Brokers: strings.Split(*brokers, ","), Topic: *topic, Compression: *compression, CompressionLevel: *level}})
 	if err != nil {
 		return err
 	}

@@ -71,3 +71,102 @@ func TestKafkaTopicPerService(t *testing.T) {
 		t.Error("a broken topic template was accepted")
 	}
 }
+
+// TestKafkaKeysAndTopicsAcrossRuns sends runs of one pod's lines, as the
+// shipper batches them, and checks every record's key and topic: the sink
+// reuses the previous record's topic and its cached key per pod UID, and
+// must not carry either past a change of pod, UID or service.
+func TestKafkaKeysAndTopicsAcrossRuns(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs(), CompressionLevel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	web := func(log string) Record {
+		return Record{Log: log, Namespace: "shop", Pod: "web-1", UID: "u1", Service: "web"}
+	}
+	db := func(log string) Record {
+		return Record{Log: log, Namespace: "shop", Pod: "db-1", UID: "u2", Service: "db"}
+	}
+	relabelled := web("5")
+	relabelled.Service = "front" // the pod's service label changed mid-batch
+	// A UID the cache holds under another name (never so in Kubernetes;
+	// the cache checks rather than trusts it).
+	renamed := web("7")
+	renamed.Pod = "web-2"
+	batches := [][]Record{
+		{web("1"), web("2"), db("3"), db("4"), relabelled, web("6"), renamed, {Log: "8", Namespace: "kube-system", Pod: "dns"}},
+		{renamed, web("9")}, // a new batch starts from the cache, not from the last batch
+	}
+	want := map[string][2]string{} // log -> topic, key
+	for _, b := range batches {
+		for _, r := range b {
+			topic := "logs." + r.Service
+			if r.Service == "" {
+				topic = "logs.unowned"
+			}
+			want[r.Log] = [2]string{topic, r.Namespace + "/" + r.Pod}
+		}
+		if err := k.Send(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("logs.web", "logs.db", "logs.front", "logs.unowned"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := map[string][2]string{}
+	n, total := 0, len(batches[0])+len(batches[1])
+	for deadline := time.Now().Add(10 * time.Second); n < total && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			var rec Record
+			if err := json.Unmarshal(r.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if _, dup := got[rec.Log]; dup && rec.Log != "7" {
+				t.Errorf("line %s arrived twice", rec.Log)
+			}
+			got[rec.Log] = [2]string{r.Topic, string(r.Key)}
+			n++
+		})
+		cancel()
+	}
+	if n != total {
+		t.Fatalf("consumed %d records, want %d", n, total)
+	}
+	for log, w := range want {
+		if got[log] != w {
+			t.Errorf("line %s: topic, key %q, want %q", log, got[log], w)
+		}
+	}
+}
+
+func TestKafkaCompressionLevel(t *testing.T) {
+	for _, tc := range []struct {
+		cfg KafkaConfig
+		ok  bool
+	}{
+		{KafkaConfig{CompressionLevel: 1}, true},
+		{KafkaConfig{Compression: "zstd", CompressionLevel: 4}, true},
+		{KafkaConfig{CompressionLevel: 5}, false},
+		{KafkaConfig{CompressionLevel: -1}, false},
+		{KafkaConfig{Compression: "gzip", CompressionLevel: 1}, false},
+	} {
+		tc.cfg.Brokers = []string{"127.0.0.1:1"}
+		k, err := NewKafka(tc.cfg)
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: error %v, want ok=%v", tc.cfg, err, tc.ok)
+		}
+		if k != nil {
+			k.Close()
+		}
+	}
+}
