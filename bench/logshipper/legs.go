@@ -34,7 +34,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 			return result{}, err
 		}
 		defer b.stop()
-		args = append(args, "-brokers", b.addr)
+		args = append(args, "-brokers", b.addr, "-compression-level", strconv.Itoa(o.level), "-batch-stats", filepath.Join(dir, tag+".batches"))
 		side["broker (kfake: keeps batches compressed), during the leg"] = b.pid()
 	}
 	if profile != "" {
@@ -87,6 +87,9 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 		}
 	}
 	r.side["consumer "+who+", after the leg"] = cpu
+	if err := printBatchSizes(filepath.Join(dir, tag+".batches"), o.level); err != nil {
+		return r, err
+	}
 	return r, chk.report(who+", "+strconv.Itoa(len(topics))+" topics", enriched)
 }
 
@@ -120,4 +123,24 @@ action(type="omfile" file=%q template="raw")
 	stop()
 	fmt.Printf("  all %d lines in rsyslog's output after %.2fs\n", in.lines(), r.wall.Seconds())
 	return r, nil
+}
+
+// printBatchSizes prints what the shipper's Kafka batches weighed before
+// and after compression: the other side of a compression level's CPU.
+func printBatchSizes(path string, level int) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the shipper's batch sizes: %w", err)
+	}
+	var records, raw, compressed int64
+	if _, err := fmt.Sscan(string(b), &records, &raw, &compressed); err != nil {
+		return fmt.Errorf("parse the shipper's batch sizes %q: %w", b, err)
+	}
+	name := "the shipper's default level"
+	if level != 0 {
+		name = "level " + strconv.Itoa(level)
+	}
+	fmt.Printf("  Kafka batches, zstd at %s: %d records, %.1f MB before compression, %.1f MB after (%.2f%%, %.1f bytes per record)\n",
+		name, records, float64(raw)/1e6, float64(compressed)/1e6, 100*float64(compressed)/float64(max(raw, 1)), float64(compressed)/float64(max(records, 1)))
+	return nil
 }

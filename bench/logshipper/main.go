@@ -33,6 +33,7 @@ type options struct {
 	sink, enrich, consumer  string
 	baseline                bool
 	cpuprofile              string
+	level                   int
 	poll                    time.Duration
 }
 
@@ -63,6 +64,7 @@ func main() {
 	// is the daemon's default here (the earlier figure used 50ms).
 	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the shipper's poll interval (trellis-log-shipper -poll)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write the shipper's CPU profile (the first leg) to this file")
+	flag.IntVar(&o.level, "compression-level", 0, "the shipper's zstd level (trellis-log-shipper -compression-level; 0: its default)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/trellis-dev/trellis/daemons/logshipper"
@@ -32,18 +34,24 @@ func shipMain(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "enrich from the pod informer of this apiserver (empty: path only)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	poll := fs.Duration("poll", 200*time.Millisecond, "file poll interval when idle")
+	level := fs.Int("compression-level", 0, "zstd level (trellis-log-shipper -compression-level)")
+	stats := fs.String("batch-stats", "", "write the Kafka batches' sizes before and after compression to this file on exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 
+	sizes := &batchSizes{}
 	sk, err := sink.Open(sink.Options{Name: *sinkName, File: *out,
-		Kafka: sink.KafkaConfig{Brokers: []string{*brokers}, Compression: "zstd"}})
+		Kafka: sink.KafkaConfig{Brokers: []string{*brokers}, Compression: "zstd", CompressionLevel: *level, Opts: []kgo.Opt{kgo.WithHooks(sizes)}}})
 	if err != nil {
 		return err
 	}
 	defer sk.Close()
+	if *stats != "" {
+		defer func() { _ = sizes.write(*stats) }()
+	}
 	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: *poll}
 	if *kubeconfig != "" {
 		client, _, err := daemon.Client(*kubeconfig, "trellis-log-shipper")
@@ -82,4 +90,21 @@ func shipMain(args []string) error {
 	// informer's sync are not shipping).
 	fmt.Println("ready")
 	return s.Run(ctx)
+}
+
+// batchSizes counts the Kafka batches the shipper wrote: records, and
+// bytes before and after compression.
+type batchSizes struct {
+	records, uncompressed, compressed atomic.Int64
+}
+
+// OnProduceBatchWritten implements kgo.HookProduceBatchWritten.
+func (b *batchSizes) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	b.records.Add(int64(m.NumRecords))
+	b.uncompressed.Add(int64(m.UncompressedBytes))
+	b.compressed.Add(int64(m.CompressedBytes))
+}
+
+func (b *batchSizes) write(path string) error {
+	return os.WriteFile(path, fmt.Appendf(nil, "%d %d %d\n", b.records.Load(), b.uncompressed.Load(), b.compressed.Load()), 0o644)
 }
