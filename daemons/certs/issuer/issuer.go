@@ -8,7 +8,6 @@ package issuer
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -273,7 +272,7 @@ func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignReques
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
 		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
 	}
-	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	csr, err := pki.ParseCSR(block.Bytes)
 	if err != nil {
 		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
 	}
@@ -293,7 +292,9 @@ func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignReques
 		return nil, nil, err
 	}
 	is.record(ctx, pod, validity)
-	is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
+	if is.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
+		is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
+	}
 	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, a, nil
 }
 
