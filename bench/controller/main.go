@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers, for diagnosis (default: all)")
 	flag.StringVar(&profile, "apiserver-profile", "", "write a kube-apiserver CPU profile of the Trellis phase's start to this file, and of the bundle phase's to this file + .bundle")
 	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile runs, from its phase's start")
+	flag.StringVar(&selfProfile, "self-profile", "", "write a CPU profile of the bench process (controller, loader, watcher) over the Trellis phase to this file")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -70,6 +72,9 @@ var (
 	qps        int
 	profile    string
 	profileFor time.Duration
+	// selfProfile, when set, is where the bench process's CPU profile of
+	// the Trellis phase goes.
+	selfProfile string
 	// kcmControllers, when set, is kube-controller-manager's --controllers.
 	kcmControllers string
 )
@@ -235,6 +240,13 @@ func run(n, workers int, dir string) error {
 			}
 		}()
 	}
+	if selfProfile != "" {
+		stop, err := startCPUProfile(selfProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	start = time.Now()
 	if err := createAll(ctx, n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("trellis"))
@@ -255,6 +267,9 @@ func run(n, workers int, dir string) error {
 	}
 	trellis := time.Since(start)
 	end := time.Now()
+	if selfProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	cpu3 := sampleCPU(cp)
 	fmt.Printf("trellis: %d TrellisServices -> Deployment+Service+PDB each, status written: %.2fs (creates took %.2fs)\n", n, trellis.Seconds(), created.Seconds())
 	fmt.Printf("ratio trellis/native: %.2f (goal <= 1.5)\n", trellis.Seconds()/native.Seconds())
