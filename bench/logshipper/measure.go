@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +28,9 @@ type result struct {
 	// kube-apiserver, etcd), by name; sidePeakKiB their peak RSS.
 	side        map[string]time.Duration
 	sidePeakKiB map[string]int
+	// voluntary and involuntary count the process's context switches (all threads)
+	// from its start to the leg's end.
+	voluntary, involuntary int
 }
 
 // leg is a process to measure until done says it finished the input.
@@ -93,6 +98,7 @@ func measure(l leg, lines int) (r result, stop func(), err error) {
 	}
 	r.wall = time.Since(start)
 	r.cpu = cpuTime(pid) - cpu0
+	r.voluntary, r.involuntary = contextSwitches(pid)
 	r.peakKiB = max(peak, vmHWM(pid))
 	side1 := procstat.SampleCPU(l.side)
 	for n, p := range l.side {
@@ -161,4 +167,30 @@ func vmHWM(pid int) int {
 func cpuTime(pid int) time.Duration {
 	d, _ := procstat.CPUTime(pid)
 	return d
+}
+
+// contextSwitches sums the voluntary and involuntary context switches of
+// pid's threads since they started (0, 0 if it has exited).
+func contextSwitches(pid int) (voluntary, involuntary int) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			switch k {
+			case "voluntary_ctxt_switches":
+				voluntary += n
+			case "nonvoluntary_ctxt_switches":
+				involuntary += n
+			}
+		}
+	}
+	return voluntary, involuntary
 }
