@@ -27,7 +27,7 @@ func run(ctx context.Context) error {
 	brokers := flag.String("brokers", "", "Kafka brokers (host:port,...)")
 	topic := flag.String("topic", "", "Kafka topic template (default logs.<service>)")
 	compression := flag.String("compression", "zstd", "Kafka batch compression")
-	level := flag.Int("compression-level", 1, "zstd level: 1 fastest, 2 klauspost/compress's default, 3 better, 4 best")
+	level := flag.Int("compression-level", 0, "zstd level: 1 fastest (the default), 2 klauspost/compress's default, 3 better, 4 best")
 	out := flag.String("file", "", "output file (sink=file)")
 	node := flag.String("node-name", os.Getenv("NODE_NAME"), "this node (enrichment and the pod watch)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig (default: in-cluster; \"none\": no enrichment)")

@@ -159,6 +159,9 @@ func TestKafkaCompressionLevel(t *testing.T) {
 		{KafkaConfig{CompressionLevel: 5}, false},
 		{KafkaConfig{CompressionLevel: -1}, false},
 		{KafkaConfig{Compression: "gzip", CompressionLevel: 1}, false},
+		// The default level is zstd's alone: other codecs take none.
+		{KafkaConfig{Compression: "gzip"}, true},
+		{KafkaConfig{Compression: "none"}, true},
 	} {
 		tc.cfg.Brokers = []string{"127.0.0.1:1"}
 		k, err := NewKafka(tc.cfg)
