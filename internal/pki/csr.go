@@ -60,9 +60,6 @@ func parseAgentCSR(der []byte) *x509.CertificateRequest {
 	}
 	spki := tbs[7 : agentTBSLen-len(agentTBSTail)]
 	point := spki[len(ecSPKIPrefixes[65]):]
-	if point[0] != 0x04 {
-		return nil
-	}
 	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point)
 	if err != nil {
 		return nil // crypto/x509 says why

@@ -293,7 +293,7 @@ func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignReques
 	}
 	is.record(ctx, pod, validity)
 	if is.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
-		is.log.Debug("issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
+		is.log.DebugContext(ctx, "issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
 	}
 	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, a, nil
 }
