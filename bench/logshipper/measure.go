@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -98,7 +96,7 @@ func measure(l leg, lines int) (r result, stop func(), err error) {
 	}
 	r.wall = time.Since(start)
 	r.cpu = cpuTime(pid) - cpu0
-	r.voluntary, r.involuntary = contextSwitches(pid)
+	r.voluntary, r.involuntary = procstat.ContextSwitches(pid)
 	r.peakKiB = max(peak, vmHWM(pid))
 	side1 := procstat.SampleCPU(l.side)
 	for n, p := range l.side {
@@ -167,30 +165,4 @@ func vmHWM(pid int) int {
 func cpuTime(pid int) time.Duration {
 	d, _ := procstat.CPUTime(pid)
 	return d
-}
-
-// contextSwitches sums the voluntary and involuntary context switches of
-// pid's threads since they started (0, 0 if it has exited).
-func contextSwitches(pid int) (voluntary, involuntary int) {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			switch k {
-			case "voluntary_ctxt_switches":
-				voluntary += n
-			case "nonvoluntary_ctxt_switches":
-				involuntary += n
-			}
-		}
-	}
-	return voluntary, involuntary
 }

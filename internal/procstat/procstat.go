@@ -1,11 +1,12 @@
 // Package procstat reads what the benchmarks report of a process from
-// Linux's /proc: CPU time used and peak resident memory.
+// Linux's /proc: CPU time used, peak resident memory and context switches.
 package procstat
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,16 +49,42 @@ func PeakRSS(pid int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the peak RSS: %w", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				break
-			}
-			return strconv.Atoi(f[0])
-		}
+	if n, ok := statusField(b, "VmHWM"); ok {
+		return n, nil
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+}
+
+// ContextSwitches sums the voluntary and involuntary context switches of
+// pid's threads since each started (0, 0 if it has exited).
+func ContextSwitches(pid int) (voluntary, involuntary int) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that just exited
+		}
+		v, _ := statusField(b, "voluntary_ctxt_switches")
+		n, _ := statusField(b, "nonvoluntary_ctxt_switches")
+		voluntary, involuntary = voluntary+v, involuntary+n
+	}
+	return voluntary, involuntary
+}
+
+// statusField is the number that starts the value of a /proc status
+// file's field name.
+func statusField(status []byte, name string) (int, bool) {
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				return 0, false
+			}
+			n, err := strconv.Atoi(f[0])
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // CPUSample is the CPU time each named process has used so far.

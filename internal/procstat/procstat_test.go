@@ -35,6 +35,12 @@ func TestSelf(t *testing.T) {
 	if kib < 1024 {
 		t.Errorf("peak RSS %d KiB", kib)
 	}
+	if v, n := ContextSwitches(os.Getpid()); v+n == 0 {
+		t.Errorf("context switches: %d voluntary, %d involuntary", v, n)
+	}
+	if v, n := ContextSwitches(-1); v+n != 0 {
+		t.Errorf("context switches of no process: %d, %d", v, n)
+	}
 	if _, err := CPUTime(-1); err == nil {
 		t.Error("CPUTime(-1) did not fail")
 	}
