@@ -24,7 +24,7 @@ func ParseCRI(line []byte) Entry {
 	if sp < 0 {
 		return bad
 	}
-	ts, err := time.Parse(time.RFC3339Nano, string(line[:sp]))
+	ts, err := parseTime(line[:sp])
 	if err != nil {
 		return bad
 	}

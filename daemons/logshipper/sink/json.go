@@ -3,7 +3,6 @@ package sink
 import (
 	"slices"
 	"strconv"
-	"time"
 	"unicode/utf8"
 )
 
@@ -13,7 +12,7 @@ import (
 // holds it to encoding/json's output.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
-	b = r.Time.AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, r.Time)
 	b = append(b, `","stream":`...)
 	b = appendString(b, r.Stream)
 	b = append(b, `,"log":`...)
