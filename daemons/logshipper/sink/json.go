@@ -117,6 +117,24 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight plain bytes at a time (the log message is mostly plain):
+		// none has its high bit set, none is below 0x20, none is '"',
+		// '\\', '<', '>' or '&'. The subtractions find a byte below 0x20
+		// or a zero byte of x^c exactly when no byte is 0x80 or above,
+		// which the first term tests (TestAppendStringWords). Written in
+		// the loop: the compiler would not inline it as a function.
+		for ; i+8 <= len(s); i += 8 {
+			w := s[i : i+8]
+			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+			q, bs, lt, gt, amp := x^(lows*'"'), x^(lows*'\\'), x^(lows*'<'), x^(lows*'>'), x^(lows*'&')
+			if (x|(x-lows*0x20)&^x|(q-lows)&^q|(bs-lows)&^bs|(lt-lows)&^lt|(gt-lows)&^gt|(amp-lows)&^amp)&highs != 0 {
+				break
+			}
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if plain[c] {
 			i++
@@ -164,3 +182,9 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// Masks for appendString's word test: a byte's low and high bit in each of eight bytes.
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)

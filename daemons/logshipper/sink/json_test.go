@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +68,41 @@ func BenchmarkAppendString(b *testing.B) {
 	for b.Loop() {
 		buf = appendString(buf[:0], s)
 	}
+}
+
+// TestAppendStringWords: appendString's eight-byte scan escapes what
+// encoding/json escapes, for every byte value at every position of a word
+// among plain bytes, on both sides of a word boundary, and for random
+// words of bytes at the edges of the classes the scan tells apart.
+func TestAppendStringWords(t *testing.T) {
+	check := func(s []byte) {
+		want, _ := json.Marshal(string(s))
+		if got := appendString(nil, string(s)); string(got) != string(want) {
+			t.Fatalf("appendString(%q) = %s, encoding/json %s", s, got, want)
+		}
+	}
+	n := 0
+	for _, size := range []int{8, 9, 16, 17} {
+		for pos := range size {
+			for c := range 256 {
+				for _, fill := range []byte{'a', ' ', 0x7f, '!', '='} {
+					w := bytes.Repeat([]byte{fill}, size)
+					w[pos] = byte(c)
+					check(w)
+					n++
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	edges := []byte{0x1f, 0x20, 0x21, 0x7e, 0x7f, 0x80, 0xff, '"', '\\', '<', '>', '&', '=', '?', '[', ']', 'a', 0x00}
+	for range 1 << 18 {
+		w := make([]byte, 8+rng.IntN(17))
+		for i := range w {
+			w[i] = edges[rng.IntN(len(edges))]
+		}
+		check(w)
+		n++
+	}
+	t.Logf("%d strings escaped as encoding/json escapes them", n)
 }
