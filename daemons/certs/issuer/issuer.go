@@ -6,6 +6,7 @@
 package issuer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -211,7 +212,8 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		is.issued.Inc()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+		_, _ = w.Write(body.Bytes())
+		putResponse(body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -223,8 +225,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// handleSign answers a sign request with the JSON of its SignResponse.
-func (is *Issuer) handleSign(r *http.Request) ([]byte, error) {
+// handleSign answers a sign request with the JSON of its SignResponse, in
+// a buffer the caller gives back with putResponse once it is written.
+func (is *Issuer) handleSign(r *http.Request) (*bytes.Buffer, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")
@@ -237,65 +240,75 @@ func (is *Issuer) handleSign(r *http.Request) ([]byte, error) {
 		return nil, refuse(http.StatusTooManyRequests, "rate_limited", "node %s is over its rate limit", node)
 	}
 	var req certsapi.SignRequest
-	if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&req); err != nil {
+	if err := readSignRequest(r, &req); err != nil {
 		return nil, refuse(http.StatusBadRequest, "bad_request", "failed to decode the request: %w", err)
 	}
-	resp, a, err := is.sign(r.Context(), node, req)
+	s, err := is.sign(r.Context(), node, req)
 	if err != nil {
 		return nil, err
 	}
-	return a.encodeSignResponse(resp)
+	return s.authority.encodeSignResponse(s.leaf, s.id)
 }
 
 // Sign issues a certificate for the pod of req on behalf of an agent
 // authenticated for node.
 func (is *Issuer) Sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, error) {
-	resp, _, err := is.sign(ctx, node, req)
-	return resp, err
+	s, err := is.sign(ctx, node, req)
+	if err != nil {
+		return nil, err
+	}
+	return &certsapi.SignResponse{Chain: s.authority.chainPEM(s.leaf), Bundle: s.authority.bundle, SPIFFEID: s.id}, nil
 }
 
-// sign is Sign, and the authority that signed.
-func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignRequest) (*certsapi.SignResponse, *authority, error) {
+// signed is a leaf, its SPIFFE ID and the authority that signed it.
+type signed struct {
+	leaf      []byte // DER
+	id        string
+	authority *authority
+}
+
+// sign checks req for node and signs its leaf.
+func (is *Issuer) sign(ctx context.Context, node string, req certsapi.SignRequest) (signed, error) {
 	pod, err := is.pod(ctx, req.Namespace, req.Name)
 	if err != nil {
-		return nil, nil, err
+		return signed{}, err
 	}
 	switch {
 	case string(pod.UID) != req.UID:
-		return nil, nil, refuse(http.StatusForbidden, "uid_mismatch", "pod %s/%s has UID %s, not %s", req.Namespace, req.Name, pod.UID, req.UID)
+		return signed{}, refuse(http.StatusForbidden, "uid_mismatch", "pod %s/%s has UID %s, not %s", req.Namespace, req.Name, pod.UID, req.UID)
 	case pod.Spec.NodeName != node:
-		return nil, nil, refuse(http.StatusForbidden, "wrong_node", "pod %s/%s runs on node %q, not on the agent's node %q", req.Namespace, req.Name, pod.Spec.NodeName, node)
+		return signed{}, refuse(http.StatusForbidden, "wrong_node", "pod %s/%s runs on node %q, not on the agent's node %q", req.Namespace, req.Name, pod.Spec.NodeName, node)
 	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		return nil, nil, refuse(http.StatusForbidden, "pod_finished", "pod %s/%s is terminating or finished", req.Namespace, req.Name)
+		return signed{}, refuse(http.StatusForbidden, "pod_finished", "pod %s/%s is terminating or finished", req.Namespace, req.Name)
 	}
 	block, _ := pem.Decode(req.CSR)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
+		return signed{}, refuse(http.StatusBadRequest, "bad_csr", "no CERTIFICATE REQUEST PEM block")
 	}
 	csr, err := pki.ParseCSR(block.Bytes)
 	if err != nil {
-		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
+		return signed{}, refuse(http.StatusBadRequest, "bad_csr", "failed to parse the CSR: %w", err)
 	}
 	id, dns, err := is.Identity(pod)
 	if err != nil {
-		return nil, nil, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
+		return signed{}, refuse(http.StatusBadRequest, "bad_identity", "%w", err)
 	}
 	a := is.state.Load()
 	if a == nil {
-		return nil, nil, refuse(http.StatusServiceUnavailable, "no_authority", "no certificate authority loaded yet")
+		return signed{}, refuse(http.StatusServiceUnavailable, "no_authority", "no certificate authority loaded yet")
 	}
 	leaf, validity, err := a.st.SignDER(pki.LeafRequest{CSR: csr, ID: id, DNSNames: dns, TTL: is.cfg.TTL, Backdate: is.cfg.Backdate}, is.cfg.Clock.Now())
 	if errors.Is(err, pki.ErrBadCSR) {
-		return nil, nil, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
+		return signed{}, refuse(http.StatusBadRequest, "bad_csr", "%w", err)
 	}
 	if err != nil {
-		return nil, nil, err
+		return signed{}, err
 	}
 	is.record(ctx, pod, validity)
 	if is.log.Enabled(ctx, slog.LevelDebug) { // the arguments cost allocations even when not logged
 		is.log.DebugContext(ctx, "issued", "id", id.String(), "pod", pod.Namespace+"/"+pod.Name, "node", node, "notAfter", validity.NotAfter)
 	}
-	return &certsapi.SignResponse{Chain: a.chainPEM(leaf), Bundle: a.bundle, SPIFFEID: id.String()}, a, nil
+	return signed{leaf: leaf, id: id.String(), authority: a}, nil
 }
 
 // Identity is the SPIFFE ID and DNS names a pod gets.

@@ -4,37 +4,82 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-
-	"github.com/trellis-dev/trellis/internal/certsapi"
+	"sync"
 )
 
 // chainPEM is the leaf's PEM followed by the signing chain's, in one
 // buffer.
 func (a *authority) chainPEM(leaf []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(2*len(leaf) + 64 + len(a.chain)) // PEM is 4/3 of the DER plus line breaks and armour
-	_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: leaf})
-	b.Write(a.chain)
-	return b.Bytes()
+	return a.appendChainPEM(make([]byte, 0, pemLen(len(leaf))+len(a.chain)), leaf)
 }
 
-// encodeSignResponse is what json.Encoder writes for resp, whose bundle is
-// a's: the bundle's base64 is encoded once per CA rotation, not once per
-// certificate (TestEncodeSignResponseMatchesJSON).
-func (a *authority) encodeSignResponse(resp *certsapi.SignResponse) ([]byte, error) {
-	id, err := json.Marshal(resp.SPIFFEID)
+// appendChainPEM appends the leaf's PEM, as encoding/pem writes a
+// CERTIFICATE block without headers, and the signing chain's.
+func (a *authority) appendChainPEM(b, leaf []byte) []byte {
+	b = append(b, "-----BEGIN CERTIFICATE-----\n"...)
+	for len(leaf) > 0 {
+		n := min(len(leaf), pemLineBytes)
+		b = base64.StdEncoding.AppendEncode(b, leaf[:n])
+		b = append(b, '\n')
+		leaf = leaf[n:]
+	}
+	b = append(b, "-----END CERTIFICATE-----\n"...)
+	return append(b, a.chain...)
+}
+
+// pemLineBytes is the DER bytes on one PEM line of 64 characters.
+const pemLineBytes = 48
+
+// pemLen is the length of a CERTIFICATE block of n DER bytes.
+func pemLen(n int) int {
+	return len("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n") + base64.StdEncoding.EncodedLen(n) + (n+pemLineBytes-1)/pemLineBytes
+}
+
+// responses are the buffers sign responses are written into, and scratch
+// the chains' PEM on the way: a response is a few kilobytes, most of what
+// a request would otherwise allocate.
+var (
+	responses = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	scratch   = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+)
+
+// putResponse gives back a buffer encodeSignResponse returned.
+func putResponse(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		b.Reset()
+		responses.Put(b)
+	}
+}
+
+// encodeSignResponse is what json.Encoder writes for the SignResponse of
+// leaf with SPIFFE ID id, whose bundle is a's: the bundle's base64 is
+// encoded once per CA rotation, not once per certificate
+// (TestEncodeSignResponseMatchesJSON). The caller gives the buffer back
+// with putResponse.
+func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, error) {
+	idJSON, err := json.Marshal(id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the SPIFFE ID: %w", err)
 	}
+	sp := scratch.Get().(*[]byte)
+	chain := a.appendChainPEM((*sp)[:0], leaf)
 	enc := base64.StdEncoding
-	out := make([]byte, 0, 40+enc.EncodedLen(len(resp.Chain))+len(a.bundleB64)+len(id))
-	out = append(out, `{"chain":"`...)
-	out = enc.AppendEncode(out, resp.Chain)
-	out = append(out, `","bundle":"`...)
-	out = append(out, a.bundleB64...)
-	out = append(out, `","spiffeID":`...)
-	out = append(out, id...)
-	return append(out, "}\n"...), nil
+	out := responses.Get().(*bytes.Buffer)
+	out.Reset()
+	out.Grow(40 + enc.EncodedLen(len(chain)) + len(a.bundleB64) + len(idJSON))
+	b := out.AvailableBuffer()
+	b = append(b, `{"chain":"`...)
+	b = enc.AppendEncode(b, chain)
+	b = append(b, `","bundle":"`...)
+	b = append(b, a.bundleB64...)
+	b = append(b, `","spiffeID":`...)
+	b = append(b, idJSON...)
+	b = append(b, "}\n"...)
+	out.Write(b)
+	if cap(chain) <= 64<<10 {
+		*sp = chain
+		scratch.Put(sp)
+	}
+	return out, nil
 }

@@ -20,14 +20,14 @@ func TestEncodeSignResponseMatchesJSON(t *testing.T) {
 	is := newIssuer(t, clocktesting.NewFakeClock(time.Now()), fake.NewClientset())
 	a := is.state.Load()
 	n := 0
-	for size := range 200 {
+	for size := range 1200 { // up to a leaf's size, across PEM's line width
 		der := bytes.Repeat([]byte{byte(size)}, size)
 		if got, want := a.chainPEM(der), append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), a.chain...); !bytes.Equal(got, want) {
 			t.Fatalf("%d bytes: chain\n%s\nwant\n%s", size, got, want)
 		}
 		for _, id := range []string{"spiffe://trellis.test/ns/a/sa/b", `spiffe://trellis.test/ns/<&>/sa/"q"`} {
 			resp := &certsapi.SignResponse{Chain: a.chainPEM(der), Bundle: a.bundle, SPIFFEID: id}
-			got, err := a.encodeSignResponse(resp)
+			got, err := a.encodeSignResponse(der, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,9 +35,10 @@ func TestEncodeSignResponseMatchesJSON(t *testing.T) {
 			if err := json.NewEncoder(&want).Encode(resp); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, want.Bytes()) {
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
 				t.Fatalf("%d bytes, ID %s: response\n%s\nwant\n%s", size, id, got, want.Bytes())
 			}
+			putResponse(got) // the next round reuses it: a stale byte would show
 			n++
 		}
 	}
