@@ -53,6 +53,12 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 	s.metrics.bytesIn.Add(float64(n))
 	start := f.pos - int64(len(f.buf)) // file offset of buf[0]
 	consumed := 0
+	// One lookup of the pod's identity, and one checkpoint, per read
+	// instead of per line: the lines of one read were all on disk when it
+	// was made, so the pod's version at that moment is theirs.
+	base := s.fileRecord(f)
+	last := int64(-1)
+	lines := 0
 	for {
 		i := bytes.IndexByte(f.buf[consumed:], '\n')
 		if i < 0 {
@@ -64,14 +70,22 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 			f.skipping = false // the end of an over-long line
 			continue
 		}
-		s.line(f, line, start+int64(consumed), b)
+		lines++
+		if end := start + int64(consumed); s.line(f, &base, line, end, b) {
+			last = end
+		}
 	}
 	rest := f.buf[consumed:]
 	if len(rest) > s.cfg.MaxLine {
 		// An over-long physical line: ship what we have, skip to '\n'.
-		s.line(f, rest[:s.cfg.MaxLine], -1, b)
+		lines++
+		s.line(f, &base, rest[:s.cfg.MaxLine], -1, b)
 		f.skipping, rest = true, nil
 		s.metrics.truncated.Inc()
+	}
+	s.metrics.linesIn.Add(float64(lines))
+	if last >= 0 {
+		b.ends[f.key] = f.position(last)
 	}
 	// Keep the unparsed tail; shrink a buffer grown for a long line.
 	if cap(f.buf) > 1<<20 && len(rest) < 32<<10 {
@@ -83,9 +97,10 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 }
 
 // line handles one physical line ending at file offset end (-1: not a line
-// boundary, so no checkpoint may point there).
-func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
-	s.metrics.linesIn.Inc()
+// boundary, so no checkpoint may point there), making its record from
+// base, and reports whether the batch may be checkpointed at end: a
+// record was added and end is a line boundary.
+func (s *Shipper) line(f *file, base *sink.Record, raw []byte, end int64, b *batch) bool {
 	cut := len(raw) > s.cfg.MaxLine
 	if cut {
 		raw = raw[:s.cfg.MaxLine]
@@ -103,7 +118,7 @@ func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
 		} else {
 			f.partial = append(f.partial, e.Message...)
 		}
-		return
+		return false
 	}
 	msg := e.Message
 	trunc := end < 0 || cut
@@ -118,13 +133,11 @@ func (s *Shipper) line(f *file, raw []byte, end int64, b *batch) {
 	if e.Malformed {
 		s.metrics.malformed.Inc()
 	}
-	r := s.fileRecord(f)
+	r := *base
 	r.Time, r.Stream, r.Log, r.Truncated, r.Malformed = e.Time, e.Stream, string(msg), trunc, e.Malformed
 	b.records = append(b.records, r)
 	b.bytes += len(msg)
-	if end >= 0 {
-		b.ends[f.key] = f.position(end)
-	}
+	return end >= 0
 }
 
 // record is a record of a container's log, with its pod's identity.

