@@ -8,7 +8,11 @@
 //
 // In the same run and on the same files it measures rsyslog's imfile ->
 // omfile (Debian's rsyslog) as a mature C peer and prints lines per
-// core-second of each and their ratio. -baseline adds the earlier figure
+// core-second of each and their ratio. The shipper and rsyslog are
+// measured in -rounds alternated rounds, each from a fresh state, and
+// compared by their median runs and by the median of each round's ratio:
+// the machine's speed drifts over minutes, and a round's two runs share
+// it. -baseline adds the earlier figure
 // (file sink, enrichment from the path only) side by side. The shipper
 // and rsyslog are pinned to one CPU (taskset), the shipper with
 // GOMAXPROCS=1; the broker to another.
@@ -35,7 +39,7 @@ type options struct {
 	baseline                bool
 	cpuprofile              string
 	level                   int
-	rsyslogRuns             int
+	rounds                  int
 	poll                    time.Duration
 }
 
@@ -65,8 +69,8 @@ func main() {
 	// while it waits for the sink: the interval is a cost per pod, so it
 	// is the daemon's default here (the earlier figure used 50ms).
 	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the shipper's poll interval (trellis-log-shipper -poll)")
-	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write the shipper's CPU profile (the first leg) to this file")
-	flag.IntVar(&o.rsyslogRuns, "rsyslog-runs", 5, "measure rsyslog this many times and compare with its median run (its first run is often its slowest)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write the shipper's CPU profile (its first run) to this file")
+	flag.IntVar(&o.rounds, "rounds", 5, "alternated rounds of the shipper and rsyslog, each from a fresh state; compared by median runs and median ratio")
 	flag.IntVar(&o.level, "compression-level", 0, "the shipper's zstd level (trellis-log-shipper -compression-level; 0: its default)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -138,51 +142,75 @@ func run(o options) error {
 	fmt.Printf("input: %d files (one per pod's container, kubelet's layout), %d lines, %.1f MB (CRI format)\n", len(in.logs), in.lines(), float64(in.bytes)/1e6)
 	fmt.Printf("pinned: shipper and rsyslog on CPU %d (shipper GOMAXPROCS=1), broker on CPU %d; the machine has %d CPUs; shipper poll %s\n\n", o.cpu, o.brokerCPU, runtime.NumCPU(), o.poll)
 
-	var results []result
-	for i, c := range legs {
-		profile := ""
-		if i == 0 {
-			profile = o.cpuprofile
+	ship, rs, err := rounds(o, prod, cp, self, dir, root, in)
+	if err != nil {
+		return err
+	}
+	results := []result{ship}
+	for _, c := range legs[1:] {
+		d := filepath.Join(dir, "baseline")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("make the baseline's run dir: %w", err)
 		}
-		r, err := shipLeg(o, c, cp, self, dir, root, in, profile)
+		r, err := shipLeg(o, c, cp, self, d, root, in, "")
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 	}
-	r, err := rsyslogRuns(o, dir, root, in)
-	if err != nil {
-		return err
-	}
-	printResults(results, r, in)
+	printResults(results, rs, in)
 	return nil
 }
 
-// rsyslogRuns measures rsyslog o.rsyslogRuns times, each from a fresh
-// state, and returns the run with the median CPU per line: rsyslog's own
-// cost moves between runs (its threads share the pinned core).
-func rsyslogRuns(o options, dir, root string, in input) (result, error) {
-	var runs []result
-	for i := range max(o.rsyslogRuns, 1) {
-		d := filepath.Join(dir, fmt.Sprintf("rsyslog-%d", i+1))
+// rounds measures the shipper with c and rsyslog o.rounds times each,
+// alternated, every run from a fresh state on the same files, and returns
+// the median run of each. It prints each round and the median of the
+// rounds' ratios: the machine's speed drifts over minutes (both programs'
+// CPU per line moved by 15-25% between runs a minute apart), and a round's
+// two runs share its speed.
+func rounds(o options, c config, cp *controlplane.ControlPlane, self, dir, root string, in input) (ship, rs result, err error) {
+	var ships, rss []result
+	var ratios []float64
+	for i := range max(o.rounds, 1) {
+		d := filepath.Join(dir, fmt.Sprintf("round-%d", i+1))
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return result{}, fmt.Errorf("make rsyslog's run dir: %w", err)
+			return ship, rs, fmt.Errorf("make round %d's dir: %w", i+1, err)
+		}
+		profile := ""
+		if i == 0 {
+			profile = o.cpuprofile
+		}
+		s, err := shipLeg(o, c, cp, self, d, root, in, profile)
+		if err != nil {
+			return ship, rs, err
 		}
 		r, err := rsyslogLeg(o, d, root, in)
 		if err != nil {
-			return r, err
+			return ship, rs, err
 		}
-		fmt.Printf("  rsyslog run %d: %.2fµs CPU per line, %d voluntary and %d involuntary context switches\n",
-			i+1, 1e6*r.cpu.Seconds()/float64(r.lines), r.voluntary, r.involuntary)
-		runs = append(runs, r)
+		ratio := s.perCoreSecond() / r.perCoreSecond()
+		fmt.Printf("  round %d: shipper %.2fµs, rsyslog %.2fµs CPU per line (%d voluntary and %d involuntary context switches): ratio %.2f\n",
+			i+1, 1e6*s.cpu.Seconds()/float64(s.lines), 1e6*r.cpu.Seconds()/float64(r.lines), r.voluntary, r.involuntary, ratio)
+		ships, rss, ratios = append(ships, s), append(rss, r), append(ratios, ratio)
 	}
+	ship, rs = median(ships), median(rss)
+	if len(ratios) > 1 {
+		sort.Float64s(ratios)
+		fmt.Printf("  median of the %d rounds' ratios: %.2f (goal ≥ 1.5; lowest %.2f, highest %.2f)\n", len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	}
+	return ship, rs, nil
+}
+
+// median is the run with the median CPU, named as such.
+func median(runs []result) result {
 	if len(runs) == 1 {
-		return runs[0], nil
+		return runs[0]
 	}
+	runs = append([]result(nil), runs...)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].cpu < runs[j].cpu })
 	m := runs[len(runs)/2]
 	m.name = fmt.Sprintf("%s, median of %d runs", m.name, len(runs))
-	return m, nil
+	return m
 }
 
 // checkDeps fails at once, naming the Debian package and the command that
