@@ -53,7 +53,7 @@ func decodeSignRequest(body []byte, req *certsapi.SignRequest) error {
 // whether it did; req is untouched when it did not.
 func decodeAgentRequest(body []byte, req *certsapi.SignRequest) bool {
 	var ns, name, uid, csr []byte
-	ok := true
+	var ok bool
 	b := body
 	for _, f := range [...]struct {
 		key string
