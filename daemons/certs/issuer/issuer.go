@@ -6,7 +6,6 @@
 package issuer
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -212,8 +211,7 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		is.issued.Inc()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body.Bytes())
-		putResponse(body)
+		_, _ = w.Write(body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -225,9 +223,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// handleSign answers a sign request with the JSON of its SignResponse, in
-// a buffer the caller gives back with putResponse once it is written.
-func (is *Issuer) handleSign(r *http.Request) (*bytes.Buffer, error) {
+// handleSign answers a sign request with the JSON of its SignResponse.
+func (is *Issuer) handleSign(r *http.Request) ([]byte, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")

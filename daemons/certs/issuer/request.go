@@ -19,7 +19,10 @@ var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // readSignRequest reads and decodes r's body as json.Decoder.Decode does
 // (the first JSON value; what follows it is ignored), refusing a body over
-// maxRequest bytes.
+// maxRequest bytes. Unlike a streaming decoder it reads the body to its
+// end first, so a body over the limit is refused even when its first value
+// is complete, and a client that keeps its body open is bounded by the
+// server's read timeout.
 func readSignRequest(r *http.Request, req *certsapi.SignRequest) error {
 	buf := bodies.Get().(*bytes.Buffer)
 	defer func() {

@@ -1,7 +1,6 @@
 package issuer
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -36,28 +35,17 @@ func pemLen(n int) int {
 	return len("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n") + base64.StdEncoding.EncodedLen(n) + (n+pemLineBytes-1)/pemLineBytes
 }
 
-// responses are the buffers sign responses are written into, and scratch
-// the chains' PEM on the way: a response is a few kilobytes, most of what
-// a request would otherwise allocate.
-var (
-	responses = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	scratch   = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-)
-
-// putResponse gives back a buffer encodeSignResponse returned.
-func putResponse(b *bytes.Buffer) {
-	if b.Cap() <= 64<<10 {
-		b.Reset()
-		responses.Put(b)
-	}
-}
+// scratch holds the chains' PEM on their way into a response: a few
+// kilobytes per request that never leave encodeSignResponse. The response
+// itself is not pooled: over HTTP/2, net/http may still be copying a
+// written slice after Write returned, when the client reset the stream.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // encodeSignResponse is what json.Encoder writes for the SignResponse of
 // leaf with SPIFFE ID id, whose bundle is a's: the bundle's base64 is
 // encoded once per CA rotation, not once per certificate
-// (TestEncodeSignResponseMatchesJSON). The caller gives the buffer back
-// with putResponse.
-func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, error) {
+// (TestEncodeSignResponseMatchesJSON).
+func (a *authority) encodeSignResponse(leaf []byte, id string) ([]byte, error) {
 	idJSON, err := json.Marshal(id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the SPIFFE ID: %w", err)
@@ -65,10 +53,7 @@ func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, e
 	sp := scratch.Get().(*[]byte)
 	chain := a.appendChainPEM((*sp)[:0], leaf)
 	enc := base64.StdEncoding
-	out := responses.Get().(*bytes.Buffer)
-	out.Reset()
-	out.Grow(40 + enc.EncodedLen(len(chain)) + len(a.bundleB64) + len(idJSON))
-	b := out.AvailableBuffer()
+	b := make([]byte, 0, 40+enc.EncodedLen(len(chain))+len(a.bundleB64)+len(idJSON))
 	b = append(b, `{"chain":"`...)
 	b = enc.AppendEncode(b, chain)
 	b = append(b, `","bundle":"`...)
@@ -76,10 +61,9 @@ func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, e
 	b = append(b, `","spiffeID":`...)
 	b = append(b, idJSON...)
 	b = append(b, "}\n"...)
-	out.Write(b)
 	if cap(chain) <= 64<<10 {
 		*sp = chain
 		scratch.Put(sp)
 	}
-	return out, nil
+	return b, nil
 }

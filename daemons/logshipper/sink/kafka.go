@@ -30,7 +30,9 @@ type KafkaConfig struct {
 	// DeliveryTimeout fails a batch the brokers did not take in time
 	// (default 30s); the shipper retries it.
 	DeliveryTimeout time.Duration
-	// Opts are extra franz-go options (tests).
+	// Opts are extra franz-go options (tests). With zstd, the sink's own
+	// compressor is set, and franz-go then ignores ProducerBatchCompression
+	// and StreamingCompression here.
 	Opts []kgo.Opt
 }
 
