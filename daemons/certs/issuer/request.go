@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -33,7 +34,7 @@ func readSignRequest(r *http.Request, req *certsapi.SignRequest) error {
 	}()
 	buf.Reset()
 	if _, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, maxRequest)); err != nil {
-		return err
+		return fmt.Errorf("read the request body: %w", err)
 	}
 	return decodeSignRequest(buf.Bytes(), req)
 }
