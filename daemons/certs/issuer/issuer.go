@@ -6,6 +6,7 @@
 package issuer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -211,7 +212,7 @@ func (is *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		is.issued.Inc()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+		writeResponse(w, body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -223,8 +224,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// handleSign answers a sign request with the JSON of its SignResponse.
-func (is *Issuer) handleSign(r *http.Request) ([]byte, error) {
+// handleSign answers a sign request with the JSON of its SignResponse, in
+// a pooled buffer for writeResponse.
+func (is *Issuer) handleSign(r *http.Request) (*bytes.Buffer, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")

@@ -1,9 +1,11 @@
 package issuer
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 )
 
@@ -35,17 +37,34 @@ func pemLen(n int) int {
 	return len("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n") + base64.StdEncoding.EncodedLen(n) + (n+pemLineBytes-1)/pemLineBytes
 }
 
-// scratch holds the chains' PEM on their way into a response: a few
-// kilobytes per request that never leave encodeSignResponse. The response
-// itself is not pooled: over HTTP/2, net/http may still be copying a
-// written slice after Write returned, when the client reset the stream.
-var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+// responses are the buffers sign responses are written into, and scratch
+// the chains' PEM on the way: a response is a few kilobytes, most of what
+// a request would otherwise allocate.
+var (
+	responses = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	scratch   = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+)
+
+// writeResponse writes a buffer encodeSignResponse returned, and gives it
+// back to the pool only when the write took all of it without an error.
+// Over HTTP/2, net/http's Write returns an error while its frame writer may
+// still be copying the slice, when the client reset the stream or went
+// away; such a buffer is left to the garbage collector.
+func writeResponse(w io.Writer, b *bytes.Buffer) {
+	n, err := w.Write(b.Bytes())
+	if err != nil || n != b.Len() || b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	responses.Put(b)
+}
 
 // encodeSignResponse is what json.Encoder writes for the SignResponse of
 // leaf with SPIFFE ID id, whose bundle is a's: the bundle's base64 is
 // encoded once per CA rotation, not once per certificate
-// (TestEncodeSignResponseMatchesJSON).
-func (a *authority) encodeSignResponse(leaf []byte, id string) ([]byte, error) {
+// (TestEncodeSignResponseMatchesJSON). The caller writes it with
+// writeResponse.
+func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, error) {
 	idJSON, err := json.Marshal(id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the SPIFFE ID: %w", err)
@@ -53,7 +72,10 @@ func (a *authority) encodeSignResponse(leaf []byte, id string) ([]byte, error) {
 	sp := scratch.Get().(*[]byte)
 	chain := a.appendChainPEM((*sp)[:0], leaf)
 	enc := base64.StdEncoding
-	b := make([]byte, 0, 40+enc.EncodedLen(len(chain))+len(a.bundleB64)+len(idJSON))
+	out := responses.Get().(*bytes.Buffer)
+	out.Reset()
+	out.Grow(40 + enc.EncodedLen(len(chain)) + len(a.bundleB64) + len(idJSON))
+	b := out.AvailableBuffer()
 	b = append(b, `{"chain":"`...)
 	b = enc.AppendEncode(b, chain)
 	b = append(b, `","bundle":"`...)
@@ -61,9 +83,10 @@ func (a *authority) encodeSignResponse(leaf []byte, id string) ([]byte, error) {
 	b = append(b, `","spiffeID":`...)
 	b = append(b, idJSON...)
 	b = append(b, "}\n"...)
+	out.Write(b)
 	if cap(chain) <= 64<<10 {
 		*sp = chain
 		scratch.Put(sp)
 	}
-	return b, nil
+	return out, nil
 }
