@@ -6,7 +6,6 @@
 package issuer
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -226,7 +225,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // handleSign answers a sign request with the JSON of its SignResponse, in
 // a pooled buffer for writeResponse.
-func (is *Issuer) handleSign(r *http.Request) (*bytes.Buffer, error) {
+func (is *Issuer) handleSign(r *http.Request) (*[]byte, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, refuse(http.StatusUnauthorized, "unauthenticated", "no bearer token")

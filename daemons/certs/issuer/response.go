@@ -1,11 +1,11 @@
 package issuer
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 )
 
@@ -37,26 +37,29 @@ func pemLen(n int) int {
 	return len("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n") + base64.StdEncoding.EncodedLen(n) + (n+pemLineBytes-1)/pemLineBytes
 }
 
-// responses are the buffers sign responses are written into, and scratch
-// the chains' PEM on the way: a response is a few kilobytes, most of what
-// a request would otherwise allocate.
-var (
-	responses = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	scratch   = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-)
+// buffers are the slices sign responses, and the chains' PEM on their
+// way into them, are written into: a response is a few kilobytes, most of
+// what a request would otherwise allocate.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// putBuffer gives b back to the pool, unless it grew past what a response
+// needs.
+func putBuffer(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
+}
 
 // writeResponse writes a buffer encodeSignResponse returned, and gives it
 // back to the pool only when the write took all of it without an error.
 // Over HTTP/2, net/http's Write returns an error while its frame writer may
 // still be copying the slice, when the client reset the stream or went
 // away; such a buffer is left to the garbage collector.
-func writeResponse(w io.Writer, b *bytes.Buffer) {
-	n, err := w.Write(b.Bytes())
-	if err != nil || n != b.Len() || b.Cap() > 64<<10 {
-		return
+func writeResponse(w io.Writer, b *[]byte) {
+	if n, err := w.Write(*b); err == nil && n == len(*b) {
+		putBuffer(b)
 	}
-	b.Reset()
-	responses.Put(b)
 }
 
 // encodeSignResponse is what json.Encoder writes for the SignResponse of
@@ -64,29 +67,23 @@ func writeResponse(w io.Writer, b *bytes.Buffer) {
 // encoded once per CA rotation, not once per certificate
 // (TestEncodeSignResponseMatchesJSON). The caller writes it with
 // writeResponse.
-func (a *authority) encodeSignResponse(leaf []byte, id string) (*bytes.Buffer, error) {
+func (a *authority) encodeSignResponse(leaf []byte, id string) (*[]byte, error) {
 	idJSON, err := json.Marshal(id)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the SPIFFE ID: %w", err)
 	}
-	sp := scratch.Get().(*[]byte)
-	chain := a.appendChainPEM((*sp)[:0], leaf)
+	chain := buffers.Get().(*[]byte)
+	defer putBuffer(chain)
+	*chain = a.appendChainPEM((*chain)[:0], leaf)
 	enc := base64.StdEncoding
-	out := responses.Get().(*bytes.Buffer)
-	out.Reset()
-	out.Grow(40 + enc.EncodedLen(len(chain)) + len(a.bundleB64) + len(idJSON))
-	b := out.AvailableBuffer()
+	out := buffers.Get().(*[]byte)
+	b := slices.Grow((*out)[:0], 40+enc.EncodedLen(len(*chain))+len(a.bundleB64)+len(idJSON))
 	b = append(b, `{"chain":"`...)
-	b = enc.AppendEncode(b, chain)
+	b = enc.AppendEncode(b, *chain)
 	b = append(b, `","bundle":"`...)
 	b = append(b, a.bundleB64...)
 	b = append(b, `","spiffeID":`...)
 	b = append(b, idJSON...)
-	b = append(b, "}\n"...)
-	out.Write(b)
-	if cap(chain) <= 64<<10 {
-		*sp = chain
-		scratch.Put(sp)
-	}
+	*out = append(b, "}\n"...)
 	return out, nil
 }

@@ -67,7 +67,7 @@ func TestWriteResponseKeepsFailedBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := failed.String()
+	want := string(*failed)
 	kw := &keptWriter{}
 	writeResponse(kw, failed)
 	for range 1000 {

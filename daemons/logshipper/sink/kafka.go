@@ -72,41 +72,9 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.DeliveryTimeout == 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
-	var codec kgo.CompressionCodec
-	isZstd := false
-	switch cfg.Compression {
-	case "", "zstd":
-		codec, isZstd = kgo.ZstdCompression(), true
-	case "lz4":
-		codec = kgo.Lz4Compression()
-	case "snappy":
-		codec = kgo.SnappyCompression()
-	case "gzip":
-		codec = kgo.GzipCompression()
-	case "none":
-		codec = kgo.NoCompression()
-	default:
-		return nil, fmt.Errorf("unknown compression %q", cfg.Compression)
-	}
-	if cfg.CompressionLevel == 0 && isZstd {
-		cfg.CompressionLevel = int(zstd.SpeedFastest)
-	}
-	if cfg.CompressionLevel != 0 {
-		if !isZstd {
-			return nil, fmt.Errorf("compression level %d: only zstd's level can be set", cfg.CompressionLevel)
-		}
-		if cfg.CompressionLevel < 1 || cfg.CompressionLevel > 4 {
-			return nil, fmt.Errorf("zstd compression level %d: want 1 (fastest) to 4 (best)", cfg.CompressionLevel)
-		}
-		codec = codec.WithLevel(cfg.CompressionLevel)
-	}
-	compression := kgo.ProducerBatchCompression(codec)
-	if isZstd {
-		zc, err := newZstdCompressor(zstd.EncoderLevel(cfg.CompressionLevel))
-		if err != nil {
-			return nil, err
-		}
-		compression = kgo.WithCompressor(zc)
+	compression, err := compressionOpt(cfg.Compression, cfg.CompressionLevel)
+	if err != nil {
+		return nil, err
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -132,6 +100,41 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 type topicKey struct{ Namespace, Service, Env, Container string }
 
 func (k *Kafka) Name() string { return "kafka" }
+
+// compressionOpt is the producer option for the codec named: the sink's
+// own zstd compressor at level (0: the fastest), or franz-go's compressor
+// for the others, which take no level.
+func compressionOpt(name string, level int) (kgo.Opt, error) {
+	var codec kgo.CompressionCodec
+	switch name {
+	case "", "zstd":
+		if level == 0 {
+			level = int(zstd.SpeedFastest)
+		}
+		if level < 1 || level > 4 {
+			return nil, fmt.Errorf("zstd compression level %d: want 1 (fastest) to 4 (best)", level)
+		}
+		zc, err := newZstdCompressor(zstd.EncoderLevel(level))
+		if err != nil {
+			return nil, err
+		}
+		return kgo.WithCompressor(zc), nil
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "none":
+		codec = kgo.NoCompression()
+	default:
+		return nil, fmt.Errorf("unknown compression %q", name)
+	}
+	if level != 0 {
+		return nil, fmt.Errorf("compression level %d: only zstd's level can be set", level)
+	}
+	return kgo.ProducerBatchCompression(codec), nil
+}
 
 // Send produces the batch and waits for every acknowledgement.
 func (k *Kafka) Send(ctx context.Context, batch []Record) error {
