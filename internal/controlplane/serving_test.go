@@ -1,11 +1,13 @@
 package controlplane
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A port taken between its choice and the component's bind (another test's
@@ -48,5 +50,22 @@ func TestIntegrationComponentPortTakenMeanwhile(t *testing.T) {
 	}
 	if cp.cm == nil || cp.cm.exited() {
 		t.Fatalf("kube-controller-manager is not running:\n%s", cp.Logs(20))
+	}
+	// The profiles the benchmarks take reach each component where it
+	// serves: kube-controller-manager's on the port it ended up on.
+	for name, profile := range map[string]func(context.Context, string, time.Duration) error{
+		"kube-apiserver": cp.APIServerProfile, "kube-controller-manager": cp.ControllerManagerProfile,
+	} {
+		path := filepath.Join(t.TempDir(), "cpu.pprof")
+		if err := profile(context.Background(), path, time.Second); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof's gzip
+			t.Fatalf("%s's profile is not a gzipped pprof profile: %q", name, b[:min(len(b), 64)])
+		}
 	}
 }
