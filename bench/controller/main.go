@@ -10,6 +10,10 @@
 //     exists and every status reports Ready or Progressing;
 //  4. resync: every object re-delivered from the cache, nothing changed.
 //
+// Each phase's namespace is deleted, with everything in it, before the next
+// phase starts: every phase creates its objects on a cluster holding none
+// of the earlier phases'.
+//
 // API cost is counted from the apiserver's audit log by user agent. It prints
 // the numbers and the Trellis/native time ratio (goal: at most 1.5).
 package main
@@ -30,6 +34,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -59,8 +64,10 @@ func main() {
 	dir := flag.String("dir", "", "work directory (default: a temp dir, removed)")
 	flag.StringVar(&kcmControllers, "kcm-controllers", "", "kube-controller-manager --controllers, for diagnosis (default: all)")
 	flag.StringVar(&profile, "apiserver-profile", "", "write a kube-apiserver CPU profile of the Trellis phase's start to this file, and of the bundle phase's to this file + .bundle")
-	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile runs, from its phase's start")
+	flag.StringVar(&kcmProfile, "kcm-profile", "", "write a kube-controller-manager CPU profile of the Trellis phase's start to this file, and of the bundle phase's to this file + .bundle")
+	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile and -kcm-profile runs, from its phase's start")
 	flag.StringVar(&selfProfile, "self-profile", "", "write a CPU profile of the bench process (controller, loader, watcher) over the Trellis phase to this file")
+	flag.BoolVar(&crOnly, "cr-traffic", false, "first run a diagnostic phase: only the TrellisService requests the Trellis phase adds (create, owner read, status patch), sent by the loader, nothing created for them")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -71,6 +78,9 @@ func main() {
 var (
 	qps        int
 	profile    string
+	kcmProfile string
+	// crOnly runs the diagnostic cr-traffic phase first.
+	crOnly     bool
 	profileFor time.Duration
 	// selfProfile, when set, is where the bench process's CPU profile of
 	// the Trellis phase goes.
@@ -156,6 +166,13 @@ func run(n, workers int, dir string) error {
 	}
 	w.WaitForCacheSync(ctx)
 
+	if crOnly {
+		if err := crTraffic(ctx, cp, c, n); err != nil {
+			return err
+		}
+		time.Sleep(5 * time.Second)
+	}
+
 	ctrl.SetLogger(logr.Discard())
 	// The controller runs from the start, so its watches are warm for both
 	// phases, like a controller in a live cluster.
@@ -189,6 +206,14 @@ func run(n, workers int, dir string) error {
 			return err
 		}
 	}
+	// Each later phase starts on a cluster without the earlier phases'
+	// objects: costs that grow with what the cluster holds (the
+	// processes' heaps and caches, the ClusterIP allocator's walk of every
+	// Service) must not weigh on the Trellis phase, which runs last, more
+	// than on the bundle phase.
+	if err := deleteNamespace(ctx, c, "native"); err != nil {
+		return err
+	}
 	time.Sleep(5 * time.Second)
 
 	// Phase 2: the same native objects a TrellisService becomes, created
@@ -198,13 +223,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	cpuB0 := sampleCPU(cp)
-	if profile != "" {
-		go func() {
-			if err := cp.APIServerProfile(ctx, profile+".bundle", profileFor); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			}
-		}()
-	}
+	startProfiles(ctx, cp, ".bundle")
 	start = time.Now()
 	if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
 		return err
@@ -222,24 +241,14 @@ func run(n, workers int, dir string) error {
 			return err
 		}
 	}
-	// The ClusterIP allocator's work per Service grows with the Services
-	// that already exist (ipallocator's Used() walks them all): the
-	// bundle phase's Services go before the Trellis phase, so that both
-	// phases create theirs on a cluster with none.
-	if err := deleteAll(ctx, c, "bundle", &corev1.ServiceList{}); err != nil {
+	if err := deleteNamespace(ctx, c, "bundle"); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second)
 
 	// Phase 3: Trellis.
 	cpu2 := sampleCPU(cp)
-	if profile != "" {
-		go func() {
-			if err := cp.APIServerProfile(ctx, profile, profileFor); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-			}
-		}()
-	}
+	startProfiles(ctx, cp, "")
 	if selfProfile != "" {
 		stop, err := startCPUProfile(selfProfile)
 		if err != nil {
@@ -436,6 +445,24 @@ func bundleObjects(n int) ([]client.Object, error) {
 	return out, nil
 }
 
+// startProfiles starts the CPU profiles asked for, of the phase starting
+// now, each to its file with suffix.
+func startProfiles(ctx context.Context, cp *controlplane.ControlPlane, suffix string) {
+	for _, p := range []struct {
+		file string
+		run  func(context.Context, string, time.Duration) error
+	}{{profile, cp.APIServerProfile}, {kcmProfile, cp.ControllerManagerProfile}} {
+		if p.file == "" {
+			continue
+		}
+		go func() {
+			if err := p.run(ctx, p.file+suffix, profileFor); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			}
+		}()
+	}
+}
+
 // podsExpected: kube-controller-manager makes pods unless the replicaset
 // controller is turned off for diagnosis.
 func podsExpected() bool {
@@ -458,26 +485,7 @@ func nativeDeployment(i int) *appsv1.Deployment {
 }
 
 func createAll(ctx context.Context, n int, mk func(int) client.Object, c client.Client) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 32)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := c.Create(ctx, mk(i)); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return err
-	}
-	return nil
+	return forAll(n, func(i int) error { return c.Create(ctx, mk(i)) })
 }
 
 // watchCount counts objects in ns (that satisfy ok, if given) as the
@@ -513,36 +521,18 @@ func watchCount(ctx context.Context, w cache.Cache, obj client.Object, ns string
 
 // deleteAll deletes every object of list's kind in ns, 32 at a time, and
 // waits until none is left.
-func deleteAll(ctx context.Context, c client.Client, ns string, list client.ObjectList) error {
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return fmt.Errorf("list %T in %s: %w", list, ns, err)
+// deleteNamespace deletes ns and waits until the namespace controller and
+// the garbage collector have removed it and everything in it.
+func deleteNamespace(ctx context.Context, c client.Client, ns string) error {
+	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
-	objs, err := meta.ExtractList(list)
-	if err != nil {
-		return err
+	if err := waitFor(ctx, func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+	}); err != nil {
+		return fmt.Errorf("wait for namespace %s to go: %w", ns, err)
 	}
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(objs))
-	for _, o := range objs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := client.IgnoreNotFound(c.Delete(ctx, o.(client.Object))); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return fmt.Errorf("delete in %s: %w", ns, err)
-	}
-	return waitFor(ctx, func() bool {
-		return c.List(ctx, list, client.InNamespace(ns)) == nil && meta.LenList(list) == 0
-	})
+	return nil
 }
 
 func waitFor(ctx context.Context, cond func() bool) error {

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/testutil/gen"
+)
+
+// crTraffic is the diagnostic phase -cr-traffic runs before the controller
+// starts: the loader sends the API requests the Trellis phase adds to the
+// bundle phase's (each TrellisService's create, the owner read and the
+// status patch), with nothing created for them, and the phase prints what
+// every process spent on them. The namespace is deleted afterwards.
+func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Client, n int) error {
+	const ns = "crs"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	cpu0 := sampleCPU(cp)
+	start := time.Now()
+	if err := createAll(ctx, n, func(i int) client.Object {
+		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
+	}, c); err != nil {
+		return err
+	}
+	if err := forAll(n, func(i int) error {
+		ts := &v1alpha1.TrellisService{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i)}, ts); err != nil {
+			return fmt.Errorf("read TrellisService %d: %w", i, err)
+		}
+		// What the controller writes for a new TrellisService, as the
+		// same kind of request: one merge patch of the status.
+		status := ts.Status
+		status.ObservedGeneration = ts.Generation
+		for _, cond := range []struct {
+			t string
+			s metav1.ConditionStatus
+		}{{v1alpha1.ConditionReady, metav1.ConditionFalse}, {v1alpha1.ConditionDegraded, metav1.ConditionFalse}, {v1alpha1.ConditionProgressing, metav1.ConditionTrue}} {
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: cond.t, Status: cond.s, Reason: "Progressing", Message: "waiting for the Deployment", ObservedGeneration: ts.Generation})
+		}
+		body, err := json.Marshal(map[string]any{"status": status})
+		if err != nil {
+			return fmt.Errorf("encode the status of TrellisService %d: %w", i, err)
+		}
+		if err := c.Status().Patch(ctx, ts, client.RawPatch(types.MergePatchType, body)); err != nil {
+			return fmt.Errorf("patch the status of TrellisService %d: %w", i, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	sent := time.Since(start)
+	// The watchers (the bench's, kube-controller-manager's) take the last
+	// events a moment after the last response.
+	time.Sleep(3 * time.Second)
+	printCPU(fmt.Sprintf("cr-traffic phase (%d TrellisServices: create, read, status patch; sent in %.2fs, then 3s for the watchers)", n, sent.Seconds()), cpu0, sampleCPU(cp), time.Since(start))
+	return deleteNamespace(ctx, c, ns)
+}
+
+// forAll runs f for 0..n-1, 32 at a time, and returns the first error.
+func forAll(n int, f func(int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	return nil
+}
