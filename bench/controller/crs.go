@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trellis-dev/trellis/api/v1alpha1"
@@ -22,14 +25,48 @@ import (
 // starts: the loader sends the API requests the Trellis phase adds to the
 // bundle phase's (each TrellisService's create, the owner read and the
 // status patch), with nothing created for them, and the phase prints what
-// every process spent on them. The namespace is deleted afterwards.
-func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Client, n int) error {
-	const ns = "crs"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
+// every process spent on them. With mode with-bundle, the bundle phase's
+// objects are created at the same time, in a namespace of their own, and
+// the phase lasts until their ReplicaSets exist too: the bundle phase plus
+// the requests alone, without the controller. The namespaces are deleted
+// afterwards.
+func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Client, w cache.Cache, n int, mode string) error {
+	const ns, bundleNS = "crs", "crs-bundle"
+	if mode != "alone" && mode != "with-bundle" {
+		return fmt.Errorf("-cr-traffic %q: want alone or with-bundle", mode)
 	}
+	withBundle := mode == "with-bundle"
+	var rs atomic.Int64
+	namespaces := []string{ns}
+	if withBundle {
+		namespaces = append(namespaces, bundleNS)
+		if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, bundleNS, &rs, nil); err != nil {
+			return err
+		}
+	}
+	for _, name := range namespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	bundleDone := make(chan error, 1)
 	cpu0 := sampleCPU(cp)
 	start := time.Now()
+	if withBundle {
+		bundle, err := bundleObjects(n, bundleNS)
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
+				bundleDone <- err
+				return
+			}
+			bundleDone <- waitFor(ctx, func() bool { return rs.Load() >= int64(n) })
+		}()
+	} else {
+		bundleDone <- nil
+	}
 	if err := createAll(ctx, n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
 	}, c); err != nil {
@@ -62,11 +99,24 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 		return err
 	}
 	sent := time.Since(start)
+	if err := <-bundleDone; err != nil {
+		return err
+	}
+	all := time.Since(start)
 	// The watchers (the bench's, kube-controller-manager's) take the last
 	// events a moment after the last response.
 	time.Sleep(3 * time.Second)
-	printCPU(fmt.Sprintf("cr-traffic phase (%d TrellisServices: create, read, status patch; sent in %.2fs, then 3s for the watchers)", n, sent.Seconds()), cpu0, sampleCPU(cp), time.Since(start))
-	return deleteNamespace(ctx, c, ns)
+	what := fmt.Sprintf("cr-traffic phase (%d TrellisServices: create, read, status patch; sent in %.2fs", n, sent.Seconds())
+	if withBundle {
+		what += fmt.Sprintf("; with the bundle's objects, all ReplicaSets after %.2fs", all.Seconds())
+	}
+	printCPU(what+"; then 3s for the watchers)", cpu0, sampleCPU(cp), time.Since(start))
+	for _, name := range namespaces {
+		if err := deleteNamespace(ctx, c, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // forAll runs f for 0..n-1, 32 at a time, and returns the first error.

@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&kcmProfile, "kcm-profile", "", "write a kube-controller-manager CPU profile of the Trellis phase's start to this file, and of the bundle phase's to this file + .bundle")
 	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile and -kcm-profile runs, from its phase's start")
 	flag.StringVar(&selfProfile, "self-profile", "", "write a CPU profile of the bench process (controller, loader, watcher) over the Trellis phase to this file")
-	flag.BoolVar(&crOnly, "cr-traffic", false, "first run a diagnostic phase: only the TrellisService requests the Trellis phase adds (create, owner read, status patch), sent by the loader, nothing created for them")
+	flag.StringVar(&crTrafficMode, "cr-traffic", "", "first run a diagnostic phase, before the controller starts: the TrellisService requests the Trellis phase adds (create, owner read, status patch) sent by the loader, nothing created for them; alone, or with-bundle (at the same time as the bundle phase's objects, in a namespace of their own)")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -79,9 +79,9 @@ var (
 	qps        int
 	profile    string
 	kcmProfile string
-	// crOnly runs the diagnostic cr-traffic phase first.
-	crOnly     bool
-	profileFor time.Duration
+	// crTrafficMode, when set, runs the diagnostic cr-traffic phase first.
+	crTrafficMode string
+	profileFor    time.Duration
 	// selfProfile, when set, is where the bench process's CPU profile of
 	// the Trellis phase goes.
 	selfProfile string
@@ -166,8 +166,8 @@ func run(n, workers int, dir string) error {
 	}
 	w.WaitForCacheSync(ctx)
 
-	if crOnly {
-		if err := crTraffic(ctx, cp, c, n); err != nil {
+	if crTrafficMode != "" {
+		if err := crTraffic(ctx, cp, c, w, n, crTrafficMode); err != nil {
 			return err
 		}
 		time.Sleep(5 * time.Second)
@@ -218,7 +218,7 @@ func run(n, workers int, dir string) error {
 
 	// Phase 2: the same native objects a TrellisService becomes, created
 	// by hand: what the controller's work is compared with.
-	bundle, err := bundleObjects(n)
+	bundle, err := bundleObjects(n, "bundle")
 	if err != nil {
 		return err
 	}
@@ -430,10 +430,10 @@ func printCounts(title string, evs []controlplane.AuditEvent, n int) {
 // bundleObjects are the Deployments, Services and PDBs that n
 // TrellisServices become under the default runtime profile, without the
 // owner references (nothing owns them).
-func bundleObjects(n int) ([]client.Object, error) {
+func bundleObjects(n int, ns string) ([]client.Object, error) {
 	var out []client.Object
 	for i := range n {
-		objs, err := trellisservice.Translate(gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("bundle")), inject.DefaultProfile())
+		objs, err := trellisservice.Translate(gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns)), inject.DefaultProfile())
 		if err != nil {
 			return nil, err
 		}
