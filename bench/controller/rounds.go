@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trellis-dev/trellis/api/v1alpha1"
+	"github.com/trellis-dev/trellis/internal/controlplane"
+	"github.com/trellis-dev/trellis/internal/procstat"
+	"github.com/trellis-dev/trellis/internal/testutil/gen"
+)
+
+// phase is one timed phase of a round: its time, and the CPU all processes
+// spent in it.
+type phase struct {
+	wall time.Duration
+	cpu  time.Duration
+}
+
+// bench holds what the extra rounds need.
+type bench struct {
+	cp *controlplane.ControlPlane
+	c  client.Client
+	w  cache.Cache
+	n  int
+}
+
+// rounds runs rounds 2..total after the first (bundle, then Trellis, whose
+// results are given), each in namespaces of its own, alternating which
+// phase goes first so that neither always runs on the cluster the other
+// left. It prints each round's ratio and their median.
+func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
+	results := [][2]phase{first}
+	for r := 2; r <= total; r++ {
+		order := []string{"bundle", "trellis"}
+		if r%2 == 0 {
+			order = []string{"trellis", "bundle"}
+		}
+		var res [2]phase
+		for _, which := range order {
+			ns := fmt.Sprintf("%s-%d", which, r)
+			var err error
+			if which == "bundle" {
+				res[0], err = b.bundlePhase(ctx, ns)
+			} else {
+				res[1], err = b.trellisPhase(ctx, ns)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d, %s phase: %w", r, which, err)
+			}
+		}
+		results = append(results, res)
+	}
+	fmt.Printf("rounds (bundle first in odd rounds, Trellis first in even ones):\n")
+	var ratios, bundles, trellises []float64
+	for i, res := range results {
+		ratio := res[1].wall.Seconds() / res[0].wall.Seconds()
+		ratios = append(ratios, ratio)
+		bundles = append(bundles, res[0].wall.Seconds())
+		trellises = append(trellises, res[1].wall.Seconds())
+		fmt.Printf("  round %d: bundle %.2fs (%.1f CPU-s), trellis %.2fs (%.1f CPU-s): ratio %.2f\n",
+			i+1, res[0].wall.Seconds(), res[0].cpu.Seconds(), res[1].wall.Seconds(), res[1].cpu.Seconds(), ratio)
+	}
+	fmt.Printf("median of %d rounds: bundle %.2fs, trellis %.2fs; median ratio trellis/bundle %.2f (goal <= 1.15)\n",
+		len(results), median(bundles), median(trellises), median(ratios))
+	return nil
+}
+
+// bundlePhase creates a TrellisService's native objects directly in ns,
+// until every ReplicaSet exists; then waits for the pods and deletes ns.
+func (b bench) bundlePhase(ctx context.Context, ns string) (phase, error) {
+	var rs, pods atomic.Int64
+	if err := b.watchNew(ctx, ns, []watched{{&appsv1.ReplicaSet{}, &rs, nil}, {&corev1.Pod{}, &pods, nil}}); err != nil {
+		return phase{}, err
+	}
+	objs, err := bundleObjects(b.n, ns)
+	if err != nil {
+		return phase{}, err
+	}
+	cpu0 := sampleCPU(b.cp)
+	start := time.Now()
+	if err := createAll(ctx, len(objs), func(i int) client.Object { return objs[i] }, b.c); err != nil {
+		return phase{}, err
+	}
+	if err := waitFor(ctx, func() bool { return rs.Load() >= int64(b.n) }); err != nil {
+		return phase{}, err
+	}
+	p := phase{wall: time.Since(start), cpu: cpuSpent(cpu0, sampleCPU(b.cp))}
+	if podsExpected() {
+		if err := waitFor(ctx, func() bool { return pods.Load() >= int64(b.n) }); err != nil {
+			return phase{}, err
+		}
+	}
+	return p, b.clear(ctx, ns)
+}
+
+// trellisPhase creates TrellisServices in ns, until the controller has
+// made every owned object and written every status; then deletes ns.
+func (b bench) trellisPhase(ctx context.Context, ns string) (phase, error) {
+	var deploys, svcs, pdbs, statuses atomic.Int64
+	written := func(o any) bool {
+		ts := o.(*v1alpha1.TrellisService)
+		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
+			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionProgressing)
+	}
+	if err := b.watchNew(ctx, ns, []watched{
+		{&appsv1.Deployment{}, &deploys, nil}, {&corev1.Service{}, &svcs, nil},
+		{&policyv1.PodDisruptionBudget{}, &pdbs, nil}, {&v1alpha1.TrellisService{}, &statuses, written},
+	}); err != nil {
+		return phase{}, err
+	}
+	cpu0 := sampleCPU(b.cp)
+	start := time.Now()
+	if err := createAll(ctx, b.n, func(i int) client.Object {
+		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
+	}, b.c); err != nil {
+		return phase{}, err
+	}
+	if err := waitFor(ctx, func() bool {
+		return min(deploys.Load(), svcs.Load(), pdbs.Load(), statuses.Load()) >= int64(b.n)
+	}); err != nil {
+		return phase{}, err
+	}
+	p := phase{wall: time.Since(start), cpu: cpuSpent(cpu0, sampleCPU(b.cp))}
+	return p, b.clear(ctx, ns)
+}
+
+type watched struct {
+	obj client.Object
+	n   *atomic.Int64
+	ok  func(any) bool
+}
+
+// watchNew creates namespace ns and counts objects appearing in it.
+func (b bench) watchNew(ctx context.Context, ns string, ws []watched) error {
+	for _, w := range ws {
+		if err := watchCount(ctx, b.w, w.obj, ns, w.n, w.ok); err != nil {
+			return err
+		}
+	}
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// clear lets the phase's last writes settle, deletes its namespace, and
+// leaves the cluster a moment before the next phase.
+func (b bench) clear(ctx context.Context, ns string) error {
+	time.Sleep(5 * time.Second)
+	if err := deleteNamespace(ctx, b.c, ns); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	return nil
+}
+
+func cpuSpent(from, to procstat.CPUSample) time.Duration {
+	var d time.Duration
+	for name, t := range to {
+		d += t - from[name]
+	}
+	return d
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
