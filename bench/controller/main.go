@@ -71,7 +71,7 @@ func main() {
 	flag.DurationVar(&profileFor, "apiserver-profile-for", 20*time.Second, "how long each -apiserver-profile and -kcm-profile runs, from its phase's start")
 	flag.StringVar(&selfProfile, "self-profile", "", "write a CPU profile of the bench process (controller, loader, watcher) over the Trellis phase to this file")
 	flag.StringVar(&crTrafficMode, "cr-traffic", "", "first run a diagnostic phase, before the controller starts: the TrellisService requests the Trellis phase adds (create, owner read, status patch) sent by the loader, nothing created for them; alone, or with-bundle (at the same time as the bundle phase's objects, in a namespace of their own)")
-	flag.IntVar(&rounds, "rounds", 1, "rounds of the bundle and Trellis phases; rounds after the first run after the resync window, in namespaces of their own, in alternating order, and are compared by their median ratio")
+	flag.IntVar(&rounds, "rounds", 5, "rounds of the bundle and Trellis phases (1: one of each); rounds after the first run after the resync window, in namespaces of their own, in alternating order, and are compared by their median ratio")
 	flag.Parse()
 	if err := run(*n, *workers, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

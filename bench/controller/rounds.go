@@ -61,6 +61,7 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 			}
 		}
 		results = append(results, res)
+		fmt.Printf("round %d of %d done (%s first)\n", r, total, order[0])
 	}
 	fmt.Printf("rounds (bundle first in odd rounds, Trellis first in even ones):\n")
 	var ratios, bundles, trellises []float64
