@@ -49,14 +49,17 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
 	}
+	var bundle []client.Object
+	if withBundle {
+		var err error
+		if bundle, err = bundleObjects(n, bundleNS); err != nil {
+			return err
+		}
+	}
 	bundleDone := make(chan error, 1)
 	cpu0 := sampleCPU(cp)
 	start := time.Now()
 	if withBundle {
-		bundle, err := bundleObjects(n, bundleNS)
-		if err != nil {
-			return err
-		}
 		go func() {
 			if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
 				bundleDone <- err
