@@ -62,7 +62,8 @@ func writeProfile(ctx context.Context, hc *http.Client, who, base, path string, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s profile: %s", who, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s profile: %s: %s", who, resp.Status, strings.TrimSpace(string(body)))
 	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {

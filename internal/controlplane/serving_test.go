@@ -1,7 +1,10 @@
 package controlplane
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,20 +55,33 @@ func TestIntegrationComponentPortTakenMeanwhile(t *testing.T) {
 		t.Fatalf("kube-controller-manager is not running:\n%s", cp.Logs(20))
 	}
 	// The profiles the benchmarks take reach each component where it
-	// serves: kube-controller-manager's on the port it ended up on.
-	for name, profile := range map[string]func(context.Context, string, time.Duration) error{
+	// serves: kube-controller-manager's on the port it ended up on. A
+	// profile names the binary it was taken of (its main mapping).
+	profiles := map[string]func(context.Context, string, time.Duration) error{
 		"kube-apiserver": cp.APIServerProfile, "kube-controller-manager": cp.ControllerManagerProfile,
-	} {
+	}
+	for name, profile := range profiles {
 		path := filepath.Join(t.TempDir(), "cpu.pprof")
 		if err := profile(context.Background(), path, time.Second); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		b, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof's gzip
-			t.Fatalf("%s's profile is not a gzipped pprof profile: %q", name, b[:min(len(b), 64)])
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s's profile is not gzipped, as pprof's are: %v", name, err)
+		}
+		raw, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s's profile: %v", name, err)
+		}
+		for other := range profiles {
+			if got := bytes.Contains(raw, []byte("/"+other)); got != (other == name) {
+				t.Errorf("%s's profile names the binary %s: %v, want %v", name, other, got, other == name)
+			}
 		}
 	}
 }
