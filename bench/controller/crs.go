@@ -40,9 +40,11 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 	namespaces := []string{ns}
 	if withBundle {
 		namespaces = append(namespaces, bundleNS)
-		if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, bundleNS, &rs, nil); err != nil {
+		remove, err := watchCount(ctx, w, &appsv1.ReplicaSet{}, bundleNS, &rs, nil)
+		if err != nil {
 			return err
 		}
+		defer remove()
 	}
 	for _, name := range namespaces {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -65,7 +67,7 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 				bundleDone <- err
 				return
 			}
-			bundleDone <- waitFor(ctx, func() bool { return rs.Load() >= int64(n) })
+			bundleDone <- waitFor(ctx, bundleNS+"'s ReplicaSets", func() bool { return rs.Load() >= int64(n) })
 		}()
 	} else {
 		bundleDone <- nil
@@ -106,14 +108,17 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 		return err
 	}
 	all := time.Since(start)
-	// The watchers (the bench's, kube-controller-manager's) take the last
-	// events a moment after the last response.
-	time.Sleep(3 * time.Second)
+	cpuAll := sampleCPU(cp)
 	what := fmt.Sprintf("cr-traffic phase (%d TrellisServices: create, read, status patch; sent in %.2fs", n, sent.Seconds())
 	if withBundle {
 		what += fmt.Sprintf("; with the bundle's objects, all ReplicaSets after %.2fs", all.Seconds())
 	}
-	printCPU(what+"; then 3s for the watchers)", cpu0, sampleCPU(cp), time.Since(start))
+	// Until the last response (or ReplicaSet, as the bundle phase counts),
+	// then with the 3s the watchers (the bench's, kube-controller-manager's)
+	// take for the last events.
+	printCPU(what+")", cpu0, cpuAll, all)
+	time.Sleep(3 * time.Second)
+	printCPU("cr-traffic phase with 3s more for the watchers", cpu0, sampleCPU(cp), time.Since(start))
 	for _, name := range namespaces {
 		if err := deleteNamespace(ctx, c, name); err != nil {
 			return err

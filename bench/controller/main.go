@@ -12,10 +12,11 @@
 //
 // Each phase's namespace is deleted, with everything in it, before the next
 // phase starts: every phase creates its objects on a cluster holding none
-// of the earlier phases'. With -rounds N, N-1 more rounds of the bundle and
-// Trellis phases follow the resync window, in alternating order, and the
-// median of the rounds' ratios is printed: two phases of one run differ by
-// as much as the goal's margin.
+// of the earlier phases'. Then -rounds minus one more rounds (default 5 in
+// all) of the bundle and Trellis phases follow the resync window, in
+// alternating order, and the median of the rounds' Trellis/bundle ratios is
+// printed (goal: at most 1.15): two phases of one run differ by as much as
+// that goal's margin.
 //
 // API cost is counted from the apiserver's audit log by user agent. It prints
 // the numbers and the Trellis/native time ratio (goal: at most 1.5).
@@ -142,28 +143,28 @@ func run(n, workers int, dir string) error {
 	for _, kind := range []string{"rs-native", "pods-native", "rs-bundle", "pods-bundle", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
 		counts[kind] = &atomic.Int64{}
 	}
-	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &corev1.Pod{}, "native", counts["pods-native"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &corev1.Pod{}, "native", counts["pods-native"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "bundle", counts["rs-bundle"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "bundle", counts["rs-bundle"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &corev1.Pod{}, "bundle", counts["pods-bundle"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &corev1.Pod{}, "bundle", counts["pods-bundle"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &corev1.Service{}, "trellis", counts["svc-trellis"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &corev1.Service{}, "trellis", counts["svc-trellis"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &policyv1.PodDisruptionBudget{}, "trellis", counts["pdb-trellis"], nil); err != nil {
+	if _, err := watchCount(ctx, w, &policyv1.PodDisruptionBudget{}, "trellis", counts["pdb-trellis"], nil); err != nil {
 		return err
 	}
-	if err := watchCount(ctx, w, &v1alpha1.TrellisService{}, "trellis", counts["status-trellis"], func(o any) bool {
+	if _, err := watchCount(ctx, w, &v1alpha1.TrellisService{}, "trellis", counts["status-trellis"], func(o any) bool {
 		ts := o.(*v1alpha1.TrellisService)
 		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
 			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionProgressing)
@@ -198,7 +199,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	created := time.Since(start)
-	if err := waitFor(ctx, func() bool { return counts["rs-native"].Load() >= int64(n) }); err != nil {
+	if err := waitFor(ctx, "the native ReplicaSets", func() bool { return counts["rs-native"].Load() >= int64(n) }); err != nil {
 		return err
 	}
 	native := time.Since(start)
@@ -208,7 +209,7 @@ func run(n, workers int, dir string) error {
 	// Let kube-controller-manager finish the native phase's pods, so the
 	// Trellis phase starts on a quiet apiserver too.
 	if podsExpected() {
-		if err := waitFor(ctx, func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
+		if err := waitFor(ctx, "the native pods", func() bool { return counts["pods-native"].Load() >= int64(n) }); err != nil {
 			return err
 		}
 	}
@@ -231,13 +232,13 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	cpuB0 := sampleCPU(cp)
-	startProfiles(ctx, cp, ".bundle")
+	bundleProfiles := startProfiles(ctx, cp, ".bundle")
 	start = time.Now()
 	if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
 		return err
 	}
 	created = time.Since(start)
-	if err := waitFor(ctx, func() bool { return counts["rs-bundle"].Load() >= int64(n) }); err != nil {
+	if err := waitFor(ctx, "the bundle's ReplicaSets", func() bool { return counts["rs-bundle"].Load() >= int64(n) }); err != nil {
 		return err
 	}
 	bundled := time.Since(start)
@@ -245,12 +246,13 @@ func run(n, workers int, dir string) error {
 	cpuB1 := sampleCPU(cp)
 	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), created.Seconds())
 	if podsExpected() {
-		if err := waitFor(ctx, func() bool { return counts["pods-bundle"].Load() >= int64(n) }); err != nil {
+		if err := waitFor(ctx, "the bundle's pods", func() bool { return counts["pods-bundle"].Load() >= int64(n) }); err != nil {
 			return err
 		}
 	}
 	time.Sleep(5 * time.Second)
 	bundleSettled := time.Now()
+	bundleProfiles()
 	if err := deleteNamespace(ctx, c, "bundle"); err != nil {
 		return err
 	}
@@ -258,7 +260,7 @@ func run(n, workers int, dir string) error {
 
 	// Phase 3: Trellis.
 	cpu2 := sampleCPU(cp)
-	startProfiles(ctx, cp, "")
+	trellisProfiles := startProfiles(ctx, cp, "")
 	if selfProfile != "" {
 		stop, err := startCPUProfile(selfProfile)
 		if err != nil {
@@ -281,7 +283,7 @@ func run(n, workers int, dir string) error {
 		}
 		return true
 	}
-	if err := waitFor(ctx, done); err != nil {
+	if err := waitFor(ctx, "the Trellis phase's owned objects and statuses", done); err != nil {
 		return err
 	}
 	trellis := time.Since(start)
@@ -326,8 +328,9 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	printCounts("controller requests during creation (until settled)", evs, n)
-	// Each phase's window runs until 5s after its pods exist, when its
-	// namespace is deleted (the Trellis phase's until settled, now): the
+	// Each phase's window runs until 5s after its pods exist (its
+	// ReplicaSets, with -kcm-controllers=...,-replicaset-controller), when
+	// its namespace is deleted (the Trellis phase's until settled, now): the
 	// status updates of its creation, not those of its deletion.
 	for _, ph := range []struct {
 		name     string
@@ -360,6 +363,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	printCounts("controller requests during a resync window", evs, n)
+	trellisProfiles()
 	if rounds < 2 {
 		return nil
 	}
@@ -466,8 +470,11 @@ func bundleObjects(n int, ns string) ([]client.Object, error) {
 }
 
 // startProfiles starts the CPU profiles asked for, of the phase starting
-// now, each to its file with suffix.
-func startProfiles(ctx context.Context, cp *controlplane.ControlPlane, suffix string) {
+// now, each to its file with suffix. The returned function waits for them:
+// called before the phase's namespace is deleted, so that no profile of a
+// phase runs into the deletion, or into the next phase's profile.
+func startProfiles(ctx context.Context, cp *controlplane.ControlPlane, suffix string) (wait func()) {
+	var wg sync.WaitGroup
 	for _, p := range []struct {
 		file string
 		run  func(context.Context, string, time.Duration) error
@@ -475,12 +482,13 @@ func startProfiles(ctx context.Context, cp *controlplane.ControlPlane, suffix st
 		if p.file == "" {
 			continue
 		}
-		go func() {
+		wg.Go(func() {
 			if err := p.run(ctx, p.file+suffix, profileFor); err != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 			}
-		}()
+		})
 	}
+	return wg.Wait
 }
 
 // podsExpected: kube-controller-manager makes pods unless the replicaset
@@ -505,15 +513,22 @@ func nativeDeployment(i int) *appsv1.Deployment {
 }
 
 func createAll(ctx context.Context, n int, mk func(int) client.Object, c client.Client) error {
-	return forAll(n, func(i int) error { return c.Create(ctx, mk(i)) })
+	return forAll(n, func(i int) error {
+		o := mk(i)
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+		}
+		return nil
+	})
 }
 
 // watchCount counts objects in ns (that satisfy ok, if given) as the
 // watcher's informer sees them appear.
-func watchCount(ctx context.Context, w cache.Cache, obj client.Object, ns string, n *atomic.Int64, ok func(any) bool) error {
+// It returns a function that removes the counting handler.
+func watchCount(ctx context.Context, w cache.Cache, obj client.Object, ns string, n *atomic.Int64, ok func(any) bool) (remove func(), err error) {
 	inf, err := w.GetInformer(ctx, obj)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("informer for %T: %w", obj, err)
 	}
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -532,38 +547,37 @@ func watchCount(ctx context.Context, w cache.Cache, obj client.Object, ns string
 			n.Add(1)
 		}
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    check,
 		UpdateFunc: func(_, o any) { check(o) },
 	})
-	return err
+	if err != nil {
+		return nil, fmt.Errorf("count %T in %s: %w", obj, ns, err)
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }, nil
 }
 
-// deleteAll deletes every object of list's kind in ns, 32 at a time, and
-// waits until none is left.
 // deleteNamespace deletes ns and waits until the namespace controller and
 // the garbage collector have removed it and everything in it.
 func deleteNamespace(ctx context.Context, c client.Client, ns string) error {
 	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
-	if err := waitFor(ctx, func() bool {
+	return waitFor(ctx, "namespace "+ns+" to go", func() bool {
 		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-	}); err != nil {
-		return fmt.Errorf("wait for namespace %s to go: %w", ns, err)
-	}
-	return nil
+	})
 }
 
-func waitFor(ctx context.Context, cond func() bool) error {
+// waitFor polls cond until it holds, for at most 15 minutes.
+func waitFor(ctx context.Context, what string, cond func() bool) error {
 	deadline := time.Now().Add(15 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out")
+			return fmt.Errorf("timed out after 15m waiting for %s", what)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

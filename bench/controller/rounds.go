@@ -82,9 +82,11 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 // until every ReplicaSet exists; then waits for the pods and deletes ns.
 func (b bench) bundlePhase(ctx context.Context, ns string) (phase, error) {
 	var rs, pods atomic.Int64
-	if err := b.watchNew(ctx, ns, []watched{{&appsv1.ReplicaSet{}, &rs, nil}, {&corev1.Pod{}, &pods, nil}}); err != nil {
+	unwatch, err := b.watchNew(ctx, ns, []watched{{&appsv1.ReplicaSet{}, &rs, nil}, {&corev1.Pod{}, &pods, nil}})
+	if err != nil {
 		return phase{}, err
 	}
+	defer unwatch()
 	objs, err := bundleObjects(b.n, ns)
 	if err != nil {
 		return phase{}, err
@@ -94,12 +96,12 @@ func (b bench) bundlePhase(ctx context.Context, ns string) (phase, error) {
 	if err := createAll(ctx, len(objs), func(i int) client.Object { return objs[i] }, b.c); err != nil {
 		return phase{}, err
 	}
-	if err := waitFor(ctx, func() bool { return rs.Load() >= int64(b.n) }); err != nil {
+	if err := waitFor(ctx, ns+"'s ReplicaSets", func() bool { return rs.Load() >= int64(b.n) }); err != nil {
 		return phase{}, err
 	}
 	p := phase{wall: time.Since(start), cpu: cpuSpent(cpu0, sampleCPU(b.cp))}
 	if podsExpected() {
-		if err := waitFor(ctx, func() bool { return pods.Load() >= int64(b.n) }); err != nil {
+		if err := waitFor(ctx, ns+"'s pods", func() bool { return pods.Load() >= int64(b.n) }); err != nil {
 			return phase{}, err
 		}
 	}
@@ -115,12 +117,14 @@ func (b bench) trellisPhase(ctx context.Context, ns string) (phase, error) {
 		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
 			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionProgressing)
 	}
-	if err := b.watchNew(ctx, ns, []watched{
+	unwatch, err := b.watchNew(ctx, ns, []watched{
 		{&appsv1.Deployment{}, &deploys, nil}, {&corev1.Service{}, &svcs, nil},
 		{&policyv1.PodDisruptionBudget{}, &pdbs, nil}, {&v1alpha1.TrellisService{}, &statuses, written},
-	}); err != nil {
+	})
+	if err != nil {
 		return phase{}, err
 	}
+	defer unwatch()
 	cpu0 := sampleCPU(b.cp)
 	start := time.Now()
 	if err := createAll(ctx, b.n, func(i int) client.Object {
@@ -128,7 +132,7 @@ func (b bench) trellisPhase(ctx context.Context, ns string) (phase, error) {
 	}, b.c); err != nil {
 		return phase{}, err
 	}
-	if err := waitFor(ctx, func() bool {
+	if err := waitFor(ctx, ns+"'s owned objects and statuses", func() bool {
 		return min(deploys.Load(), svcs.Load(), pdbs.Load(), statuses.Load()) >= int64(b.n)
 	}); err != nil {
 		return phase{}, err
@@ -143,17 +147,28 @@ type watched struct {
 	ok  func(any) bool
 }
 
-// watchNew creates namespace ns and counts objects appearing in it.
-func (b bench) watchNew(ctx context.Context, ns string, ws []watched) error {
-	for _, w := range ws {
-		if err := watchCount(ctx, b.w, w.obj, ns, w.n, w.ok); err != nil {
-			return err
+// watchNew counts objects appearing in namespace ns, then creates it. The
+// returned function removes the counting handlers.
+func (b bench) watchNew(ctx context.Context, ns string, ws []watched) (unwatch func(), err error) {
+	var removes []func()
+	unwatch = func() {
+		for _, r := range removes {
+			r()
 		}
 	}
-	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
+	for _, w := range ws {
+		remove, err := watchCount(ctx, b.w, w.obj, ns, w.n, w.ok)
+		if err != nil {
+			unwatch()
+			return nil, err
+		}
+		removes = append(removes, remove)
 	}
-	return nil
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		unwatch()
+		return nil, fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return unwatch, nil
 }
 
 // clear lets the phase's last writes settle, deletes its namespace, and
