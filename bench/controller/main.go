@@ -27,7 +27,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -37,9 +36,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -47,7 +44,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trellis-dev/trellis/api/v1alpha1"
 	"github.com/trellis-dev/trellis/controller"
 	"github.com/trellis-dev/trellis/controller/inject"
 	"github.com/trellis-dev/trellis/controller/trellisservice"
@@ -128,7 +124,7 @@ func run(n, workers int, dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, ns := range []string{"trellis-system", "native", "bundle", "trellis"} {
+	for _, ns := range []string{"trellis-system", "native"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
@@ -140,35 +136,13 @@ func run(n, workers int, dir string) error {
 	}
 	go func() { _ = w.Start(ctx) }()
 	counts := map[string]*atomic.Int64{}
-	for _, kind := range []string{"rs-native", "pods-native", "rs-bundle", "pods-bundle", "deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
+	for _, kind := range []string{"rs-native", "pods-native"} {
 		counts[kind] = &atomic.Int64{}
 	}
 	if _, err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "native", counts["rs-native"], nil); err != nil {
 		return err
 	}
 	if _, err := watchCount(ctx, w, &corev1.Pod{}, "native", counts["pods-native"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &appsv1.ReplicaSet{}, "bundle", counts["rs-bundle"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &corev1.Pod{}, "bundle", counts["pods-bundle"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &appsv1.Deployment{}, "trellis", counts["deploy-trellis"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &corev1.Service{}, "trellis", counts["svc-trellis"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &policyv1.PodDisruptionBudget{}, "trellis", counts["pdb-trellis"], nil); err != nil {
-		return err
-	}
-	if _, err := watchCount(ctx, w, &v1alpha1.TrellisService{}, "trellis", counts["status-trellis"], func(o any) bool {
-		ts := o.(*v1alpha1.TrellisService)
-		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
-			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionProgressing)
-	}); err != nil {
 		return err
 	}
 	w.WaitForCacheSync(ctx)
@@ -227,77 +201,26 @@ func run(n, workers int, dir string) error {
 
 	// Phase 2: the same native objects a TrellisService becomes, created
 	// by hand: what the controller's work is compared with.
-	bundle, err := bundleObjects(n, "bundle")
+	b := bench{cp: cp, c: c, w: w, n: n}
+	bt, err := b.bundlePhase(ctx, "bundle", phaseOpts{profile: true, suffix: ".bundle"})
 	if err != nil {
 		return err
 	}
-	cpuB0 := sampleCPU(cp)
-	bundleProfiles := startProfiles(ctx, cp, ".bundle")
-	start = time.Now()
-	if err := createAll(ctx, len(bundle), func(i int) client.Object { return bundle[i] }, c); err != nil {
-		return err
-	}
-	created = time.Since(start)
-	if err := waitFor(ctx, "the bundle's ReplicaSets", func() bool { return counts["rs-bundle"].Load() >= int64(n) }); err != nil {
-		return err
-	}
-	bundled := time.Since(start)
-	bundleStart, bundleEnd := start, time.Now()
-	cpuB1 := sampleCPU(cp)
-	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), created.Seconds())
-	if podsExpected() {
-		if err := waitFor(ctx, "the bundle's pods", func() bool { return counts["pods-bundle"].Load() >= int64(n) }); err != nil {
-			return err
-		}
-	}
-	time.Sleep(5 * time.Second)
-	bundleSettled := time.Now()
-	bundleProfiles()
-	if err := deleteNamespace(ctx, c, "bundle"); err != nil {
-		return err
-	}
-	time.Sleep(5 * time.Second)
+	bundled, bundleStart, bundleEnd, bundleSettled := bt.wall, bt.start, bt.end, bt.settled
+	fmt.Printf("bundle:  %d x the Deployment+Service+PDB a TrellisService becomes, created directly -> ReplicaSets: %.2fs (creates took %.2fs)\n", n, bundled.Seconds(), bt.created.Seconds())
 
-	// Phase 3: Trellis.
-	cpu2 := sampleCPU(cp)
-	trellisProfiles := startProfiles(ctx, cp, "")
-	if selfProfile != "" {
-		stop, err := startCPUProfile(selfProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	start = time.Now()
-	if err := createAll(ctx, n, func(i int) client.Object {
-		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace("trellis"))
-	}, c); err != nil {
+	// Phase 3: Trellis, its objects kept for the resync window.
+	tt, err := b.trellisPhase(ctx, "trellis", phaseOpts{profile: true, keep: true})
+	if err != nil {
 		return err
 	}
-	created = time.Since(start)
-	done := func() bool {
-		for _, k := range []string{"deploy-trellis", "svc-trellis", "pdb-trellis", "status-trellis"} {
-			if counts[k].Load() < int64(n) {
-				return false
-			}
-		}
-		return true
-	}
-	if err := waitFor(ctx, "the Trellis phase's owned objects and statuses", done); err != nil {
-		return err
-	}
-	trellis := time.Since(start)
-	end := time.Now()
-	if selfProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	cpu3 := sampleCPU(cp)
+	trellis, start, end, created := tt.wall, tt.start, tt.end, tt.created
 	fmt.Printf("trellis: %d TrellisServices -> Deployment+Service+PDB each, status written: %.2fs (creates took %.2fs)\n", n, trellis.Seconds(), created.Seconds())
 	fmt.Printf("ratio trellis/native: %.2f (goal <= 1.5)\n", trellis.Seconds()/native.Seconds())
 	fmt.Printf("ratio trellis/bundle: %.2f (the controller against creating the same objects directly)\n", trellis.Seconds()/bundled.Seconds())
 	printCPU("native phase", cpu0, cpu1, native)
-	printCPU("bundle phase", cpuB0, cpuB1, bundled)
-	printCPU("trellis phase", cpu2, cpu3, trellis)
+	printCPU("bundle phase", bt.cpu0, bt.cpu1, bundled)
+	printCPU("trellis phase", tt.cpu0, tt.cpu1, trellis)
 	// Both phases are bound by the apiserver's write rate on this machine:
 	// the write counts of all clients bound the time ratio from below.
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
@@ -363,7 +286,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	printCounts("controller requests during a resync window", evs, n)
-	trellisProfiles()
+	tt.profiled()
 	if rounds < 2 {
 		return nil
 	}
@@ -372,8 +295,7 @@ func run(n, workers int, dir string) error {
 		return err
 	}
 	time.Sleep(5 * time.Second)
-	first := [2]phase{{bundled, cpuSpent(cpuB0, cpuB1)}, {trellis, cpuSpent(cpu2, cpu3)}}
-	return bench{cp: cp, c: c, w: w, n: n}.rounds(ctx, rounds, first)
+	return b.rounds(ctx, rounds, [2]phase{bt.phase, tt.phase})
 }
 
 // writes counts create, update, patch and delete requests of every client

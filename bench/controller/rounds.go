@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -50,11 +51,14 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 		var res [2]phase
 		for _, which := range order {
 			ns := fmt.Sprintf("%s-%d", which, r)
+			var t timed
 			var err error
 			if which == "bundle" {
-				res[0], err = b.bundlePhase(ctx, ns)
+				t, err = b.bundlePhase(ctx, ns, phaseOpts{})
+				res[0] = t.phase
 			} else {
-				res[1], err = b.trellisPhase(ctx, ns)
+				t, err = b.trellisPhase(ctx, ns, phaseOpts{})
+				res[1] = t.phase
 			}
 			if err != nil {
 				return fmt.Errorf("round %d, %s phase: %w", r, which, err)
@@ -78,39 +82,61 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 	return nil
 }
 
+// timed is a phase run: its result, its clock (start, the creates' end,
+// the end, and for a deleted namespace when the deletion began), and the
+// CPU samples around it.
+type timed struct {
+	phase
+	start, end, settled time.Time
+	created             time.Duration
+	cpu0, cpu1          procstat.CPUSample
+	// profiled waits for the phase's profiles (round 1, keep).
+	profiled func()
+}
+
+// phaseOpts: the first round profiles its phases (suffix for
+// startProfiles) and keeps the Trellis phase's namespace for the resync
+// window.
+type phaseOpts struct {
+	profile bool
+	suffix  string
+	keep    bool
+}
+
 // bundlePhase creates a TrellisService's native objects directly in ns,
 // until every ReplicaSet exists; then waits for the pods and deletes ns.
-func (b bench) bundlePhase(ctx context.Context, ns string) (phase, error) {
+func (b bench) bundlePhase(ctx context.Context, ns string, o phaseOpts) (timed, error) {
 	var rs, pods atomic.Int64
 	unwatch, err := b.watchNew(ctx, ns, []watched{{&appsv1.ReplicaSet{}, &rs, nil}, {&corev1.Pod{}, &pods, nil}})
 	if err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
 	defer unwatch()
 	objs, err := bundleObjects(b.n, ns)
 	if err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
-	cpu0 := sampleCPU(b.cp)
-	start := time.Now()
+	t := b.begin(ctx, o)
 	if err := createAll(ctx, len(objs), func(i int) client.Object { return objs[i] }, b.c); err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
+	t.created = time.Since(t.start)
 	if err := waitFor(ctx, ns+"'s ReplicaSets", func() bool { return rs.Load() >= int64(b.n) }); err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
-	p := phase{wall: time.Since(start), cpu: cpuSpent(cpu0, sampleCPU(b.cp))}
+	b.finish(&t)
 	if podsExpected() {
 		if err := waitFor(ctx, ns+"'s pods", func() bool { return pods.Load() >= int64(b.n) }); err != nil {
-			return phase{}, err
+			return timed{}, err
 		}
 	}
-	return p, b.clear(ctx, ns)
+	return t, b.clear(ctx, ns, &t)
 }
 
 // trellisPhase creates TrellisServices in ns, until the controller has
-// made every owned object and written every status; then deletes ns.
-func (b bench) trellisPhase(ctx context.Context, ns string) (phase, error) {
+// made every owned object and written every status; then deletes ns,
+// unless o.keep.
+func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed, error) {
 	var deploys, svcs, pdbs, statuses atomic.Int64
 	written := func(o any) bool {
 		ts := o.(*v1alpha1.TrellisService)
@@ -122,23 +148,56 @@ func (b bench) trellisPhase(ctx context.Context, ns string) (phase, error) {
 		{&policyv1.PodDisruptionBudget{}, &pdbs, nil}, {&v1alpha1.TrellisService{}, &statuses, written},
 	})
 	if err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
 	defer unwatch()
-	cpu0 := sampleCPU(b.cp)
-	start := time.Now()
+	if o.profile && selfProfile != "" {
+		stop, err := startCPUProfile(selfProfile)
+		if err != nil {
+			return timed{}, err
+		}
+		defer stop()
+	}
+	t := b.begin(ctx, o)
 	if err := createAll(ctx, b.n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
 	}, b.c); err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
+	t.created = time.Since(t.start)
 	if err := waitFor(ctx, ns+"'s owned objects and statuses", func() bool {
 		return min(deploys.Load(), svcs.Load(), pdbs.Load(), statuses.Load()) >= int64(b.n)
 	}); err != nil {
-		return phase{}, err
+		return timed{}, err
 	}
-	p := phase{wall: time.Since(start), cpu: cpuSpent(cpu0, sampleCPU(b.cp))}
-	return p, b.clear(ctx, ns)
+	if o.profile && selfProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	b.finish(&t)
+	if o.keep {
+		return t, nil
+	}
+	return t, b.clear(ctx, ns, &t)
+}
+
+// begin starts a phase's clock, its CPU sample and, when asked, its
+// profiles.
+func (b bench) begin(ctx context.Context, o phaseOpts) timed {
+	t := timed{profiled: func() {}}
+	if o.profile {
+		t.profiled = startProfiles(ctx, b.cp, o.suffix)
+	}
+	t.cpu0 = sampleCPU(b.cp)
+	t.start = time.Now()
+	return t
+}
+
+// finish stops a phase's clock.
+func (b bench) finish(t *timed) {
+	t.end = time.Now()
+	t.cpu1 = sampleCPU(b.cp)
+	t.wall = t.end.Sub(t.start)
+	t.cpu = cpuSpent(t.cpu0, t.cpu1)
 }
 
 type watched struct {
@@ -171,10 +230,13 @@ func (b bench) watchNew(ctx context.Context, ns string, ws []watched) (unwatch f
 	return unwatch, nil
 }
 
-// clear lets the phase's last writes settle, deletes its namespace, and
-// leaves the cluster a moment before the next phase.
-func (b bench) clear(ctx context.Context, ns string) error {
+// clear lets the phase's last writes settle, waits for its profiles,
+// deletes its namespace, and leaves the cluster a moment before the next
+// phase.
+func (b bench) clear(ctx context.Context, ns string, t *timed) error {
 	time.Sleep(5 * time.Second)
+	t.settled = time.Now()
+	t.profiled()
 	if err := deleteNamespace(ctx, b.c, ns); err != nil {
 		return err
 	}
