@@ -27,6 +27,13 @@ import (
 type phase struct {
 	wall time.Duration
 	cpu  time.Duration
+	// rsAtEnd and podsAtEnd are the ReplicaSets and pods that existed in
+	// the phase's namespace when its clock stopped.
+	rsAtEnd, podsAtEnd int64
+	// quietAt is when, after the phase's start, the control plane was
+	// back at its idle rate; quietCPU is the CPU all processes spent until
+	// then, above that rate (quiet.go).
+	quietAt, quietCPU time.Duration
 }
 
 // bench holds what the extra rounds need.
@@ -35,6 +42,8 @@ type bench struct {
 	c  client.Client
 	w  cache.Cache
 	n  int
+	// idle is the CPU (cores) all processes spend with nothing to do.
+	idle float64
 }
 
 // rounds runs rounds 2..total after the first (bundle, then Trellis, whose
@@ -68,17 +77,22 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 		fmt.Printf("round %d of %d done (%s first)\n", r, total, order[0])
 	}
 	fmt.Printf("rounds (bundle first in odd rounds, Trellis first in even ones):\n")
-	var ratios, bundles, trellises []float64
+	var ratios, quietRatios, bundles, trellises []float64
 	for i, res := range results {
 		ratio := res[1].wall.Seconds() / res[0].wall.Seconds()
 		ratios = append(ratios, ratio)
+		quietRatios = append(quietRatios, res[1].quietCPU.Seconds()/res[0].quietCPU.Seconds())
 		bundles = append(bundles, res[0].wall.Seconds())
 		trellises = append(trellises, res[1].wall.Seconds())
-		fmt.Printf("  round %d: bundle %.2fs (%.1f CPU-s), trellis %.2fs (%.1f CPU-s): ratio %.2f\n",
-			i+1, res[0].wall.Seconds(), res[0].cpu.Seconds(), res[1].wall.Seconds(), res[1].cpu.Seconds(), ratio)
+		fmt.Printf("  round %d: bundle %.2fs (%.1f CPU-s; %d ReplicaSets, %d pods at its end), trellis %.2fs (%.1f CPU-s; %d, %d): ratio %.2f\n",
+			i+1, res[0].wall.Seconds(), res[0].cpu.Seconds(), res[0].rsAtEnd, res[0].podsAtEnd,
+			res[1].wall.Seconds(), res[1].cpu.Seconds(), res[1].rsAtEnd, res[1].podsAtEnd, ratio)
+		fmt.Printf("           CPU to quiet, above idle: bundle %.1f CPU-s (quiet %.1fs after its start), trellis %.1f CPU-s (%.1fs): ratio %.2f\n",
+			res[0].quietCPU.Seconds(), res[0].quietAt.Seconds(), res[1].quietCPU.Seconds(), res[1].quietAt.Seconds(), quietRatios[i])
 	}
 	fmt.Printf("median of %d rounds: bundle %.2fs, trellis %.2fs; median ratio trellis/bundle %.2f (goal <= 1.15)\n",
 		len(results), median(bundles), median(trellises), median(ratios))
+	fmt.Printf("median ratio of the CPU to quiet, above idle (%.2f cores): %.2f\n", b.idle, median(quietRatios))
 	return nil
 }
 
@@ -125,6 +139,7 @@ func (b bench) bundlePhase(ctx context.Context, ns string, o phaseOpts) (timed, 
 		return timed{}, err
 	}
 	b.finish(&t)
+	t.rsAtEnd, t.podsAtEnd = rs.Load(), pods.Load()
 	if podsExpected() {
 		if err := waitFor(ctx, ns+"'s pods", func() bool { return pods.Load() >= int64(b.n) }); err != nil {
 			return timed{}, err
@@ -137,7 +152,7 @@ func (b bench) bundlePhase(ctx context.Context, ns string, o phaseOpts) (timed, 
 // made every owned object and written every status; then deletes ns,
 // unless o.keep.
 func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed, error) {
-	var deploys, svcs, pdbs, statuses atomic.Int64
+	var deploys, svcs, pdbs, statuses, rs, pods atomic.Int64
 	written := func(o any) bool {
 		ts := o.(*v1alpha1.TrellisService)
 		return meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) ||
@@ -146,6 +161,7 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 	unwatch, err := b.watchNew(ctx, ns, []watched{
 		{&appsv1.Deployment{}, &deploys, nil}, {&corev1.Service{}, &svcs, nil},
 		{&policyv1.PodDisruptionBudget{}, &pdbs, nil}, {&v1alpha1.TrellisService{}, &statuses, written},
+		{&appsv1.ReplicaSet{}, &rs, nil}, {&corev1.Pod{}, &pods, nil},
 	})
 	if err != nil {
 		return timed{}, err
@@ -174,8 +190,9 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 		pprof.StopCPUProfile()
 	}
 	b.finish(&t)
+	t.rsAtEnd, t.podsAtEnd = rs.Load(), pods.Load()
 	if o.keep {
-		return t, nil
+		return t, b.waitQuiet(ctx, &t)
 	}
 	return t, b.clear(ctx, ns, &t)
 }
@@ -230,11 +247,15 @@ func (b bench) watchNew(ctx context.Context, ns string, ws []watched) (unwatch f
 	return unwatch, nil
 }
 
-// clear lets the phase's last writes settle, waits for its profiles,
+// clear lets the phase's last writes settle (until the control plane is
+// quiet, and at least 5s after the phase's end), waits for its profiles,
 // deletes its namespace, and leaves the cluster a moment before the next
 // phase.
 func (b bench) clear(ctx context.Context, ns string, t *timed) error {
-	time.Sleep(5 * time.Second)
+	if err := b.waitQuiet(ctx, t); err != nil {
+		return err
+	}
+	time.Sleep(time.Until(t.end.Add(5 * time.Second)))
 	t.settled = time.Now()
 	t.profiled()
 	if err := deleteNamespace(ctx, b.c, ns); err != nil {
