@@ -19,7 +19,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 	tag := c.sink + "-" + c.enrich
 	checkpoint := filepath.Join(dir, tag+".checkpoint.json")
 	out := filepath.Join(dir, tag+".out")
-	args := []string{"-c", strconv.Itoa(o.cpu), self, "ship", "-root", root, "-checkpoint", checkpoint, "-sink", c.sink, "-file", out, "-poll", o.poll.String()}
+	args := []string{"-c", strconv.Itoa(o.cpu), self, "ship", "-root", root, "-checkpoint", checkpoint, "-sink", c.sink, "-file", out, "-poll", o.poll.String(), "-batch-lines", strconv.Itoa(o.batchLines), "-batch-bytes", strconv.Itoa(o.batchBytes)}
 	side := map[string]int{}
 	if c.enrich == "informer" {
 		args = append(args, "-kubeconfig", cp.Kubeconfig)
@@ -132,8 +132,8 @@ func printBatchSizes(path string, level int) error {
 	if err != nil {
 		return fmt.Errorf("read the shipper's batch sizes: %w", err)
 	}
-	var records, raw, compressed int64
-	if _, err := fmt.Sscan(string(b), &records, &raw, &compressed); err != nil {
+	var batches, records, raw, compressed int64
+	if _, err := fmt.Sscan(string(b), &batches, &records, &raw, &compressed); err != nil {
 		return fmt.Errorf("parse the shipper's batch sizes %q: %w", b, err)
 	}
 	name := "the shipper's default level"
@@ -142,5 +142,7 @@ func printBatchSizes(path string, level int) error {
 	}
 	fmt.Printf("  Kafka batches, zstd at %s: %d records, %.1f MB before compression, %.1f MB after (%.2f%%, %.1f bytes per record)\n",
 		name, records, float64(raw)/1e6, float64(compressed)/1e6, 100*float64(compressed)/float64(max(raw, 1)), float64(compressed)/float64(max(records, 1)))
+	fmt.Printf("  %d Kafka batches: %.0f records and %.1f KiB before compression each, on average\n",
+		batches, float64(records)/float64(max(batches, 1)), float64(raw)/1024/float64(max(batches, 1)))
 	return nil
 }

@@ -39,6 +39,7 @@ type options struct {
 	baseline                bool
 	cpuprofile              string
 	level                   int
+	batchLines, batchBytes  int
 	rounds                  int
 	poll                    time.Duration
 }
@@ -71,6 +72,8 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 200*time.Millisecond, "the shipper's poll interval (trellis-log-shipper -poll)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write the shipper's CPU profile (its first run) to this file")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternated rounds of the shipper and rsyslog, each from a fresh state; compared by median runs and median ratio")
+	flag.IntVar(&o.batchBytes, "batch-bytes", 0, "the shipper's bytes per batch (trellis-log-shipper -batch-bytes; 0: its default)")
+	flag.IntVar(&o.batchLines, "batch-lines", 0, "the shipper's lines per batch (trellis-log-shipper -batch-lines; 0: its default)")
 	flag.IntVar(&o.level, "compression-level", 0, "the shipper's zstd level (trellis-log-shipper -compression-level; 0: its default)")
 	flag.Parse()
 	if err := run(o); err != nil {

@@ -35,6 +35,8 @@ func shipMain(args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	poll := fs.Duration("poll", 200*time.Millisecond, "file poll interval when idle")
 	level := fs.Int("compression-level", 0, "zstd level (trellis-log-shipper -compression-level)")
+	batchBytes := fs.Int("batch-bytes", 0, "bytes per shipper batch (trellis-log-shipper -batch-bytes; 0: its default)")
+	batchLines := fs.Int("batch-lines", 0, "lines per shipper batch (trellis-log-shipper -batch-lines; 0: its default)")
 	stats := fs.String("batch-stats", "", "write the Kafka batches' sizes before and after compression to this file on exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,7 +54,7 @@ func shipMain(args []string) error {
 	if *stats != "" {
 		defer func() { _ = sizes.write(*stats) }()
 	}
-	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: *poll}
+	cfg := logshipper.Config{Root: *root, Checkpoint: *checkpoint, Sink: sk, Node: benchNode, Poll: *poll, BatchLines: *batchLines, BatchBytes: *batchBytes}
 	if *kubeconfig != "" {
 		client, _, err := daemon.Client(*kubeconfig, "trellis-log-shipper")
 		if err != nil {
@@ -92,19 +94,20 @@ func shipMain(args []string) error {
 	return s.Run(ctx)
 }
 
-// batchSizes counts the Kafka batches the shipper wrote: records, and
-// bytes before and after compression.
+// batchSizes counts the Kafka batches the shipper wrote: batches, records,
+// and bytes before and after compression.
 type batchSizes struct {
-	records, uncompressed, compressed atomic.Int64
+	batches, records, uncompressed, compressed atomic.Int64
 }
 
 // OnProduceBatchWritten implements kgo.HookProduceBatchWritten.
 func (b *batchSizes) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	b.batches.Add(1)
 	b.records.Add(int64(m.NumRecords))
 	b.uncompressed.Add(int64(m.UncompressedBytes))
 	b.compressed.Add(int64(m.CompressedBytes))
 }
 
 func (b *batchSizes) write(path string) error {
-	return os.WriteFile(path, fmt.Appendf(nil, "%d %d %d\n", b.records.Load(), b.uncompressed.Load(), b.compressed.Load()), 0o644)
+	return os.WriteFile(path, fmt.Appendf(nil, "%d %d %d %d\n", b.batches.Load(), b.records.Load(), b.uncompressed.Load(), b.compressed.Load()), 0o644)
 }
