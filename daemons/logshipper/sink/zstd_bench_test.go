@@ -1,0 +1,75 @@
+package sink
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// BenchmarkZstdBatch compresses a Kafka batch (16 KiB to 1 MiB) of the bench's records
+// (bench/logshipper's lines, runs of lines per pod as the shipper reads
+// them) as the sink does, with each record's identity and without it: what
+// sending the identity out of band would save zstd, per record. A record
+// batch's framing (varints, keys) is left out.
+func BenchmarkZstdBatch(b *testing.B) {
+	for _, size := range []int{16 << 10, 64 << 10, 256 << 10, 1 << 20} {
+		for _, withIdentity := range []bool{true, false} {
+			benchZstdBatch(b, size, withIdentity)
+		}
+	}
+}
+
+func benchZstdBatch(b *testing.B, size int, withIdentity bool) {
+	{
+		batch, n := benchBatch(withIdentity, size)
+		name := fmt.Sprintf("%dKiB/%s", size>>10, map[bool]string{true: "with-identity", false: "without-identity"}[withIdentity])
+		b.Run(name, func(b *testing.B) {
+			c, err := newZstdCompressor(zstd.SpeedFastest)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var dst bytes.Buffer
+			var out []byte
+			b.SetBytes(int64(len(batch)))
+			for b.Loop() {
+				dst.Reset()
+				out, _ = c.Compress(&dst, batch)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+			b.ReportMetric(float64(len(batch))/float64(n), "bytes/record")
+			b.ReportMetric(float64(len(out))/float64(n), "compressed-bytes/record")
+		})
+	}
+}
+
+// benchBatch is size bytes of records: 110 pods in runs of 100 lines.
+func benchBatch(withIdentity bool, size int) (batch []byte, records int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pods := make([]Record, 110)
+	for i := range pods {
+		svc := fmt.Sprintf("svc-%02d", i/10)
+		pods[i] = Record{Stream: "stdout", Namespace: "bench", Pod: fmt.Sprintf("%s-7d9f8c6b5-%05d", svc, i), Container: "app",
+			UID: fmt.Sprintf("4c1f6a2e-0b7d-4e7a-9f3c-%012d", i), Node: "bench-node", Service: svc, Env: "prod",
+			Workload: &Workload{Kind: "Deployment", Name: svc},
+			Labels: map[string]string{"app.kubernetes.io/name": svc, "app.kubernetes.io/part-of": "bench", "app.kubernetes.io/version": "1.4.2",
+				"team": "checkout", "tier": "backend", "trellis.dev/service": svc, "pod-template-hash": "7d9f8c6b5"}}
+		pods[i].SetIdentity(pods[i].AppendIdentity(nil))
+	}
+	ts := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	for j := 0; len(batch) < size; j++ {
+		p := pods[(j/100)%len(pods)]
+		p.Time = ts.Add(time.Duration(j) * time.Millisecond)
+		p.Log = fmt.Sprintf("GET /api/v1/items/%d 200 %dms user=%d %s", j, rng.IntN(500), rng.IntN(1e6), strings.Repeat("x", rng.IntN(120)))
+		if !withIdentity {
+			p = Record{Time: p.Time, Stream: p.Stream, Log: p.Log}
+		}
+		batch = p.AppendJSON(batch)
+		records++
+	}
+	return batch, records
+}
