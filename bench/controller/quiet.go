@@ -43,11 +43,23 @@ func measureIdle(cp *controlplane.ControlPlane, d time.Duration) (float64, error
 	return idle, nil
 }
 
-// waitQuiet samples the CPU every second until it has stayed within
-// quietMargin of idle for quietFor seconds, and records in t when the
-// quiet began and the CPU spent from the phase's start until then, above
-// idle.
+// waitQuiet waits until the control plane is quiet (see quiet) after the
+// phase's end, and records in t when the quiet began and the CPU spent
+// from the phase's start until then, above idle.
 func (b bench) waitQuiet(ctx context.Context, t *timed) error {
+	since, at, err := b.quiet(ctx, "after the phase's end")
+	if err != nil {
+		return err
+	}
+	t.quietAt = at.Sub(t.start)
+	t.quietCPU = cpuSpent(t.cpu0, since) - time.Duration(b.idle*float64(t.quietAt))
+	return nil
+}
+
+// quiet samples the CPU every second until it has stayed within
+// quietMargin of idle for quietFor seconds in a row, and returns the
+// sample, and its time, at which that began.
+func (b bench) quiet(ctx context.Context, when string) (procstat.CPUSample, time.Time, error) {
 	prev, prevAt := sampleCPU(b.cp), time.Now()
 	var calmSince procstat.CPUSample
 	var calmAt time.Time
@@ -55,11 +67,11 @@ func (b bench) waitQuiet(ctx context.Context, t *timed) error {
 	deadline := prevAt.Add(quietMax)
 	for calm < quietFor {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the control plane was not quiet within %s of the phase's end", quietMax)
+			return nil, time.Time{}, fmt.Errorf("the control plane was not quiet %s within %s", when, quietMax)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for a quiet control plane: %w", ctx.Err())
+			return nil, time.Time{}, fmt.Errorf("waiting for a quiet control plane %s: %w", when, ctx.Err())
 		case <-time.After(time.Second):
 		}
 		s, at := sampleCPU(b.cp), time.Now()
@@ -74,7 +86,5 @@ func (b bench) waitQuiet(ctx context.Context, t *timed) error {
 		}
 		prev, prevAt = s, at
 	}
-	t.quietAt = calmAt.Sub(t.start)
-	t.quietCPU = cpuSpent(t.cpu0, calmSince) - time.Duration(b.idle*float64(t.quietAt))
-	return nil
+	return calmSince, calmAt, nil
 }

@@ -130,7 +130,10 @@ func (b bench) bundlePhase(ctx context.Context, ns string, o phaseOpts) (timed, 
 	if err != nil {
 		return timed{}, err
 	}
-	t := b.begin(ctx, o)
+	t, err := b.begin(ctx, o)
+	if err != nil {
+		return timed{}, err
+	}
 	if err := createAll(ctx, len(objs), func(i int) client.Object { return objs[i] }, b.c); err != nil {
 		return timed{}, err
 	}
@@ -140,6 +143,10 @@ func (b bench) bundlePhase(ctx context.Context, ns string, o phaseOpts) (timed, 
 	}
 	b.finish(&t)
 	t.rsAtEnd, t.podsAtEnd = rs.Load(), pods.Load()
+	// As in the Trellis phase, the quiet is looked for from the end on.
+	if err := b.waitQuiet(ctx, &t); err != nil {
+		return timed{}, err
+	}
 	if podsExpected() {
 		if err := waitFor(ctx, ns+"'s pods", func() bool { return pods.Load() >= int64(b.n) }); err != nil {
 			return timed{}, err
@@ -174,7 +181,10 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 		}
 		defer stop()
 	}
-	t := b.begin(ctx, o)
+	t, err := b.begin(ctx, o)
+	if err != nil {
+		return timed{}, err
+	}
 	if err := createAll(ctx, b.n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
 	}, b.c); err != nil {
@@ -191,22 +201,29 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 	}
 	b.finish(&t)
 	t.rsAtEnd, t.podsAtEnd = rs.Load(), pods.Load()
+	if err := b.waitQuiet(ctx, &t); err != nil {
+		return timed{}, err
+	}
 	if o.keep {
-		return t, b.waitQuiet(ctx, &t)
+		return t, nil
 	}
 	return t, b.clear(ctx, ns, &t)
 }
 
-// begin starts a phase's clock, its CPU sample and, when asked, its
-// profiles.
-func (b bench) begin(ctx context.Context, o phaseOpts) timed {
+// begin waits until the control plane is quiet (whatever the phase before
+// left, a deletion's garbage collection among it, is not the phase's), then
+// starts the phase's clock, its CPU sample and, when asked, its profiles.
+func (b bench) begin(ctx context.Context, o phaseOpts) (timed, error) {
+	if _, _, err := b.quiet(ctx, "before the phase"); err != nil {
+		return timed{}, err
+	}
 	t := timed{profiled: func() {}}
 	if o.profile {
 		t.profiled = startProfiles(ctx, b.cp, o.suffix)
 	}
 	t.cpu0 = sampleCPU(b.cp)
 	t.start = time.Now()
-	return t
+	return t, nil
 }
 
 // finish stops a phase's clock.
@@ -247,14 +264,11 @@ func (b bench) watchNew(ctx context.Context, ns string, ws []watched) (unwatch f
 	return unwatch, nil
 }
 
-// clear lets the phase's last writes settle (until the control plane is
-// quiet, and at least 5s after the phase's end), waits for its profiles,
+// clear lets the phase's last writes settle (the phase waited for a quiet
+// control plane; at least 5s after its end), waits for its profiles,
 // deletes its namespace, and leaves the cluster a moment before the next
 // phase.
 func (b bench) clear(ctx context.Context, ns string, t *timed) error {
-	if err := b.waitQuiet(ctx, t); err != nil {
-		return err
-	}
 	time.Sleep(time.Until(t.end.Add(5 * time.Second)))
 	t.settled = time.Now()
 	t.profiled()
