@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime/pprof"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,16 +174,20 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 		return timed{}, err
 	}
 	defer unwatch()
+	t, err := b.begin(ctx, o)
+	if err != nil {
+		return timed{}, err
+	}
+	// The bench process's own profile covers the phase, not the wait for
+	// a quiet control plane before it.
+	stopSelf := func() {}
 	if o.profile && selfProfile != "" {
 		stop, err := startCPUProfile(selfProfile)
 		if err != nil {
 			return timed{}, err
 		}
-		defer stop()
-	}
-	t, err := b.begin(ctx, o)
-	if err != nil {
-		return timed{}, err
+		stopSelf = sync.OnceFunc(stop)
+		defer stopSelf()
 	}
 	if err := createAll(ctx, b.n, func(i int) client.Object {
 		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
@@ -196,9 +200,7 @@ func (b bench) trellisPhase(ctx context.Context, ns string, o phaseOpts) (timed,
 	}); err != nil {
 		return timed{}, err
 	}
-	if o.profile && selfProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopSelf()
 	b.finish(&t)
 	t.rsAtEnd, t.podsAtEnd = rs.Load(), pods.Load()
 	if err := b.waitQuiet(ctx, &t); err != nil {
