@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/trellis-dev/trellis/internal/fsync"
 	"github.com/trellis-dev/trellis/internal/procstat"
 )
 
@@ -59,10 +62,10 @@ func measure(l leg, lines int) (r result, stop func(), err error) {
 	if err := l.cmd.Start(); err != nil {
 		return r, nil, fmt.Errorf("start %s: %w", l.name, err)
 	}
-	stop = func() { _ = l.cmd.Process.Signal(syscall.SIGTERM); _ = l.cmd.Wait() }
+	end := func() { _ = l.cmd.Process.Signal(syscall.SIGTERM); _ = l.cmd.Wait() }
 	defer func() {
 		if err != nil {
-			stop()
+			end() // stop is nil on an error return
 		}
 	}()
 	// The process is taskset; its child (exec'd in place) has the same PID.
@@ -103,7 +106,7 @@ func measure(l leg, lines int) (r result, stop func(), err error) {
 		r.side[n] = side1[n] - side0[n]
 		r.sidePeakKiB[n] = vmHWM(p)
 	}
-	return r, stop, nil
+	return r, end, nil
 }
 
 // acked reports whether the shipper's checkpoint says the sink
@@ -111,9 +114,17 @@ func measure(l leg, lines int) (r result, stop func(), err error) {
 // at its end.
 func acked(checkpoint string, total int64) func() (bool, error) {
 	return func() (bool, error) {
-		b, err := os.ReadFile(checkpoint)
-		if err != nil {
+		b, _, err := fsync.ReadRecord(checkpoint)
+		if errors.Is(err, fsync.ErrCorrupt) {
+			// Read while the shipper wrote into both slots in turn (two
+			// saves within one read): a second read cannot race so again.
+			b, _, err = fsync.ReadRecord(checkpoint)
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return false, nil // not written yet
+		case err != nil:
+			return false, fmt.Errorf("read the checkpoint %s: %w", checkpoint, err)
 		}
 		var c struct {
 			Positions []struct {
@@ -121,7 +132,6 @@ func acked(checkpoint string, total int64) func() (bool, error) {
 			} `json:"positions"`
 		}
 		if err := json.Unmarshal(b, &c); err != nil {
-			// Replaced atomically, so never torn: a real error.
 			return false, fmt.Errorf("read the checkpoint %s: %w", checkpoint, err)
 		}
 		var sum int64

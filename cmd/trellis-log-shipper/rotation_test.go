@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // rotator plays a container runtime writing one container's log and the
@@ -102,7 +104,7 @@ func shipped(t *testing.T, path string) map[string][]string {
 // container's live 0.log was shipped.
 func checkpointCovers(t *testing.T, path string, dirs ...string) bool {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, _, err := fsync.ReadRecord(path)
 	if err != nil {
 		return false
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 
 	"github.com/trellis-dev/trellis/internal/fsync"
 )
@@ -45,19 +44,20 @@ type checkpoint struct {
 	Positions []Position `json:"positions"`
 }
 
-// loadCheckpoint reads path; a missing file is an empty checkpoint.
-func loadCheckpoint(path string) (map[string]Position, error) {
+// loadCheckpoint reads path: the positions and the sequence number of the
+// record they came from. A missing file is an empty checkpoint.
+func loadCheckpoint(path string) (map[string]Position, uint64, error) {
 	out := map[string]Position{}
-	b, err := os.ReadFile(path)
+	b, seq, err := fsync.ReadRecord(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		return out, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the checkpoint: %w", err)
+		return nil, 0, fmt.Errorf("read the checkpoint: %w", err)
 	}
 	var c checkpoint
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("corrupt checkpoint %s: %w", path, err)
+		return nil, 0, fmt.Errorf("corrupt checkpoint %s: %w", path, err)
 	}
 	for _, p := range c.Positions {
 		if p.Key == "" {
@@ -65,19 +65,16 @@ func loadCheckpoint(path string) (map[string]Position, error) {
 		}
 		out[p.Key] = p
 	}
-	return out, nil
+	return out, seq, nil
 }
 
-// saveCheckpoint writes the positions atomically and durably (fsync.Replace):
-// a crash leaves the old or the new state.
-func saveCheckpoint(path string, positions map[string]Position) error {
-	c := checkpoint{Positions: make([]Position, 0, len(positions))}
-	for _, p := range positions {
-		c.Positions = append(c.Positions, p)
+// saveCheckpoint writes the encoded positions (appendCheckpoint) durably
+// into the checkpoint's record file (fsync.RecordWriter): a crash leaves
+// the old or the new state. A checkpoint written whole by an older shipper
+// is read as it is, and replaced by a record file on the first save.
+func saveCheckpoint(w *fsync.RecordWriter, encoded []byte) error {
+	if err := w.Write(encoded); err != nil {
+		return fmt.Errorf("save the checkpoint: %w", err)
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode the checkpoint %s: %w", path, err)
-	}
-	return fsync.Replace(path, b, 0o600)
+	return nil
 }

@@ -78,7 +78,7 @@ func TestGapWhenGenerationGoneBeforeRead(t *testing.T) {
 	}
 	appendFile(t, live, criLine("stdout", "F", "gen1 line 0"), criLine("stdout", "F", "gen1 line 1"))
 	poll("the checkpoint to name the rotated file", func() bool {
-		cp, err := loadCheckpoint(checkpoint)
+		cp, _, err := loadCheckpoint(checkpoint)
 		return err == nil && slices.ContainsFunc(slices.Collect(maps.Values(cp)), func(p Position) bool { return p.Path == filepath.Base(rotated) })
 	})
 	stop()

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
+	"github.com/trellis-dev/trellis/internal/fsync"
 )
 
 // Config configures a Shipper.
@@ -101,6 +102,8 @@ type Shipper struct {
 	metrics *Metrics
 
 	saveMu         sync.Mutex
+	checkpoint     *fsync.RecordWriter // under saveMu
+	checkpointBuf  []byte              // under saveMu
 	mu             sync.Mutex
 	acked          map[string]Position // by generation key: acknowledged positions
 	lastCheckpoint time.Time
@@ -193,11 +196,11 @@ func New(cfg Config) (*Shipper, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	_, statErr := os.Stat(cfg.Checkpoint)
-	saved, err := loadCheckpoint(cfg.Checkpoint)
+	saved, seq, err := loadCheckpoint(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
-	s := &Shipper{cfg: cfg, log: cfg.Logger, files: map[uint64]*file{}, saved: map[uint64]Position{}, done: map[uint64]Position{},
+	s := &Shipper{cfg: cfg, log: cfg.Logger, checkpoint: fsync.NewRecordWriter(cfg.Checkpoint, 0o600, seq), files: map[uint64]*file{}, saved: map[uint64]Position{}, done: map[uint64]Position{},
 		acked: map[string]Position{}, firstRun: errors.Is(statErr, fs.ErrNotExist), nextSeq: 1,
 		batches: make(chan *batch, 1), free: make(chan *batch, 2), metrics: newMetrics(), lastCheckpoint: cfg.Clock.Now()}
 	for _, p := range saved {
@@ -228,6 +231,11 @@ func (s *Shipper) Run(ctx context.Context) error {
 	wg.Wait()
 	for _, f := range s.files {
 		f.f.Close()
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if cerr := s.checkpoint.Close(); cerr != nil {
+		s.log.Warn("failed to close the checkpoint", "err", cerr)
 	}
 	return err
 }
@@ -413,12 +421,9 @@ func (s *Shipper) save() {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	s.mu.Lock()
-	snapshot := make(map[string]Position, len(s.acked))
-	for k, v := range s.acked {
-		snapshot[k] = v
-	}
+	s.checkpointBuf = appendCheckpoint(s.checkpointBuf[:0], s.acked)
 	s.mu.Unlock()
-	if err := saveCheckpoint(s.cfg.Checkpoint, snapshot); err != nil {
+	if err := saveCheckpoint(s.checkpoint, s.checkpointBuf); err != nil {
 		s.log.Error("failed to save the checkpoint", "err", err)
 		return
 	}

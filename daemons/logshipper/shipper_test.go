@@ -306,7 +306,7 @@ func TestDeletedFileAbandonedAfterGrace(t *testing.T) {
 	m.down.Store(false)
 	poll("the batches read before to be shipped and the file forgotten", func() bool {
 		fc.Step(time.Second) // the sender's backoff
-		cp, err := loadCheckpoint(checkpoint)
+		cp, _, err := loadCheckpoint(checkpoint)
 		return err == nil && len(cp) == 0 && len(m.logs()) > 0
 	})
 	poll("the gap's marker to be shipped", func() bool {
