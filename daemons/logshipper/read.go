@@ -44,8 +44,11 @@ func (s *Shipper) readFile(f *file, b *batch) (int, error) {
 	}
 	f.idleSince = time.Time{}
 	if len(f.head) < headLen && f.pos-int64(len(f.buf)) == 0 && f.pos < headLen {
-		// Remember the file's first bytes (read from offset 0).
-		f.head = append(f.head[:0], f.buf[:min(len(f.buf)+n, headLen)]...)
+		// Remember the file's first bytes (read from offset 0), in an
+		// array of their own: the old one may be a saved Position's Head,
+		// which the sender encodes under s.mu (this goroutine holds no
+		// lock here).
+		f.head = bytes.Clone(f.buf[:min(len(f.buf)+n, headLen)])
 	}
 	f.buf = f.buf[:len(f.buf)+n]
 	f.pos += int64(n)

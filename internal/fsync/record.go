@@ -20,19 +20,20 @@ import (
 // it, as with Replace, for one write and one flush instead of a file
 // creation, a rename and two flushes.
 //
-// Layout (little endian):
+// Layout (little endian), in 4 KiB blocks so that a write into one slot
+// shares no disk sector or page with the header or the other slot:
 //
-//	header  "trellisR" | slot size uint32 | CRC-32C of the 12 bytes before
-//	slot 0  at 16:            seq uint64 | length uint32 | CRC-32C of seq, length, data | data
-//	slot 1  at 16+slot size:  the same
+//	header  at 0, 4 KiB:     "trellisR" | slot size uint32 | CRC-32C of the 12 bytes before | zeros
+//	slot 0  at 4 KiB:        seq uint64 | length uint32 | CRC-32C of seq, length, data | data | zeros
+//	slot 1  at 4 KiB + size: the same
 //
 // The header is only ever written by Replace (when the file is made, or
-// remade with larger slots), so it is never torn.
+// remade with larger slots), never in place.
 const (
 	recordMagic   = "trellisR"
-	recordHeader  = 16
+	recordHeader  = 4096
 	slotHeader    = 16
-	minRecordSlot = 4096
+	minRecordSlot = 4096 // slot sizes are powers of two from here
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -52,7 +53,7 @@ func ReadRecord(path string) ([]byte, uint64, error) {
 	if !bytes.HasPrefix(b, []byte(recordMagic)) {
 		return b, 0, nil
 	}
-	if len(b) < recordHeader || crc32.Checksum(b[:12], castagnoli) != binary.LittleEndian.Uint32(b[12:16]) {
+	if len(b) < 16 || crc32.Checksum(b[:12], castagnoli) != binary.LittleEndian.Uint32(b[12:16]) {
 		return nil, 0, fmt.Errorf("record file %s: header: %w", path, ErrCorrupt)
 	}
 	size := int(binary.LittleEndian.Uint32(b[8:12]))
