@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +37,12 @@ type phase struct {
 	// back at its idle rate; quietCPU is the CPU all processes spent until
 	// then, above that rate (quiet.go).
 	quietAt, quietCPU time.Duration
+	// byProc is the phase's CPU by process; rss each process's resident
+	// memory (KiB) and heap this process's live heap (bytes) when the
+	// phase's clock stopped: what builds up across rounds, if anything.
+	byProc procstat.CPUSample
+	rss    map[string]int
+	heap   uint64
 }
 
 // bench holds what the extra rounds need.
@@ -89,6 +98,8 @@ func (b bench) rounds(ctx context.Context, total int, first [2]phase) error {
 			res[1].wall.Seconds(), res[1].cpu.Seconds(), res[1].rsAtEnd, res[1].podsAtEnd, ratio)
 		fmt.Printf("           CPU to quiet, above idle: bundle %.1f CPU-s (quiet %.1fs after its start), trellis %.1f CPU-s (%.1fs): ratio %.2f\n",
 			res[0].quietCPU.Seconds(), res[0].quietAt.Seconds(), res[1].quietCPU.Seconds(), res[1].quietAt.Seconds(), quietRatios[i])
+		printProcs("bundle ", res[0])
+		printProcs("trellis", res[1])
 	}
 	fmt.Printf("median of %d rounds: bundle %.2fs, trellis %.2fs; median ratio trellis/bundle %.2f (goal <= 1.15)\n",
 		len(results), median(bundles), median(trellises), median(ratios))
@@ -234,6 +245,37 @@ func (b bench) finish(t *timed) {
 	t.cpu1 = sampleCPU(b.cp)
 	t.wall = t.end.Sub(t.start)
 	t.cpu = cpuSpent(t.cpu0, t.cpu1)
+	t.byProc = procstat.CPUSample{}
+	for name, d := range t.cpu1 {
+		t.byProc[name] = d - t.cpu0[name]
+	}
+	t.rss = map[string]int{}
+	for name, pid := range b.cp.PIDs() {
+		t.rss[name], _ = procstat.RSS(pid)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.heap = ms.HeapAlloc
+}
+
+// printProcs prints a phase's CPU by process and what it held at its end.
+func printProcs(name string, p phase) {
+	names := slices.Sorted(maps.Keys(p.byProc))
+	fmt.Printf("           %s CPU-s:", name)
+	for _, n := range names {
+		fmt.Printf(" %s %.1f", short(n), p.byProc[n].Seconds())
+	}
+	fmt.Printf("; at its end RSS MiB:")
+	for _, n := range slices.Sorted(maps.Keys(p.rss)) {
+		fmt.Printf(" %s %.0f", short(n), float64(p.rss[n])/1024)
+	}
+	fmt.Printf(", bench heap %.0f MiB\n", float64(p.heap)/(1<<20))
+}
+
+// short names a process in one word.
+func short(name string) string {
+	name, _, _ = strings.Cut(name, " ")
+	return strings.TrimPrefix(name, "kube-")
 }
 
 type watched struct {

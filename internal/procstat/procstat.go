@@ -55,6 +55,18 @@ func PeakRSS(pid int) (int, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
 }
 
+// RSS is pid's resident memory now (VmRSS) in KiB.
+func RSS(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the RSS: %w", err)
+	}
+	if n, ok := statusField(b, "VmRSS"); ok {
+		return n, nil
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
 // ContextSwitches sums the voluntary and involuntary context switches of
 // pid's threads since each started (0, 0 if it has exited).
 func ContextSwitches(pid int) (voluntary, involuntary int) {
