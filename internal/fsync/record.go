@@ -48,7 +48,7 @@ var ErrCorrupt = errors.New("no intact record")
 func ReadRecord(path string) ([]byte, uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("read the record file: %w", err)
 	}
 	if !bytes.HasPrefix(b, []byte(recordMagic)) {
 		return b, 0, nil
