@@ -221,6 +221,17 @@ func TestIntegrationConsoleRolloutsRBAC(t *testing.T) {
 		}
 		return got.Status.Allowed
 	}
+	// The apiserver's RBAC authorizer reads roles and bindings from its
+	// informers, so a binding just created may not be seen yet (seen once
+	// under make test: both of dev's reviews denied right after it).
+	// Wait until it is; the guest's denials are then not a lag.
+	deadline := time.Now().Add(30 * time.Second)
+	for !allowed(ConsoleUser, console.RolloutResource, "get") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s get %s: still denied 30s after the binding was created", ConsoleUser, console.RolloutResource)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for _, c := range []struct {
 		user, resource, verb string
 		want                 bool
