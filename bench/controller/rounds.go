@@ -37,8 +37,9 @@ type phase struct {
 	// back at its idle rate; quietCPU is the CPU all processes spent until
 	// then, above that rate (quiet.go).
 	quietAt, quietCPU time.Duration
-	// byProc is the phase's CPU by process; rss each process's resident
-	// memory (KiB) and heap this process's live heap (bytes) when the
+	// byProc is the phase's CPU by process; rss each control-plane
+	// process's resident memory (KiB) and heap this process's heap in use
+	// (bytes; HeapAlloc, so garbage not yet collected too) when the
 	// phase's clock stopped: what builds up across rounds, if anything.
 	byProc procstat.CPUSample
 	rss    map[string]int

@@ -44,27 +44,21 @@ func CPUTime(pid int) (time.Duration, error) {
 }
 
 // PeakRSS is pid's peak resident memory (VmHWM) in KiB.
-func PeakRSS(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read the peak RSS: %w", err)
-	}
-	if n, ok := statusField(b, "VmHWM"); ok {
-		return n, nil
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
-}
+func PeakRSS(pid int) (int, error) { return statusKiB(pid, "VmHWM") }
 
 // RSS is pid's resident memory now (VmRSS) in KiB.
-func RSS(pid int) (int, error) {
+func RSS(pid int) (int, error) { return statusKiB(pid, "VmRSS") }
+
+// statusKiB reads a field of pid's /proc status file given in KiB.
+func statusKiB(pid int, field string) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read the RSS: %w", err)
+		return 0, fmt.Errorf("read %s: %w", field, err)
 	}
-	if n, ok := statusField(b, "VmRSS"); ok {
+	if n, ok := statusField(b, field); ok {
 		return n, nil
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
 // ContextSwitches sums the voluntary and involuntary context switches of

@@ -35,6 +35,11 @@ func TestSelf(t *testing.T) {
 	if kib < 1024 {
 		t.Errorf("peak RSS %d KiB", kib)
 	}
+	now, err := RSS(os.Getpid())
+	peak, _ := PeakRSS(os.Getpid()) // read after: at least now
+	if err != nil || now < 1024 || now > peak {
+		t.Errorf("RSS %d KiB (%v), peak %d KiB", now, err, peak)
+	}
 	if v, n := ContextSwitches(os.Getpid()); v+n == 0 {
 		t.Errorf("context switches: %d voluntary, %d involuntary", v, n)
 	}
