@@ -54,7 +54,7 @@ func startBroker(self string, cpu int) (*broker, error) {
 		return nil, fmt.Errorf("pick the broker's port: %w", err)
 	}
 	b := &broker{addr: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	b.cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), self, "broker", "-port", strconv.Itoa(ports[0]))
+	b.cmd = dieWithBench(exec.Command("taskset", "-c", strconv.Itoa(cpu), self, "broker", "-port", strconv.Itoa(ports[0])))
 	b.cmd.Stderr = os.Stderr
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the broker: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/trellis-dev/trellis/internal/controlplane"
@@ -40,7 +41,7 @@ func shipLeg(o options, c config, cp *controlplane.ControlPlane, self, dir, root
 	if profile != "" {
 		args = append(args, "-cpuprofile", profile)
 	}
-	cmd := exec.Command("taskset", args...)
+	cmd := dieWithBench(exec.Command("taskset", args...))
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	fmt.Printf("== %s\n", c)
 	r, stop, err := measure(leg{name: c.String(), cmd: cmd, ready: true, done: acked(checkpoint, in.bytes), side: side}, in.lines())
@@ -114,7 +115,7 @@ action(type="omfile" file=%q template="raw")
 	if _, err := exec.LookPath(rsyslogd); err != nil {
 		rsyslogd = "/usr/sbin/rsyslogd"
 	}
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(o.cpu), rsyslogd, "-n", "-f", confPath, "-i", filepath.Join(dir, "rsyslog.pid"))
+	cmd := dieWithBench(exec.Command("taskset", "-c", strconv.Itoa(o.cpu), rsyslogd, "-n", "-f", confPath, "-i", filepath.Join(dir, "rsyslog.pid")))
 	fmt.Printf("== rsyslog imfile -> omfile\n")
 	r, stop, err := measure(leg{name: "rsyslog imfile -> omfile (read lines, write them)", cmd: cmd, done: lineCount(out, in.lines())}, in.lines())
 	if err != nil {
@@ -145,4 +146,12 @@ func printBatchSizes(path string, level int) error {
 	fmt.Printf("  %d Kafka batches: %.0f records and %.1f KiB before compression each, on average\n",
 		batches, float64(records)/float64(max(batches, 1)), float64(raw)/1024/float64(max(batches, 1)))
 	return nil
+}
+
+// dieWithBench has cmd killed if the bench dies before it (Pdeathsig
+// holds across taskset's exec): a bench that panicked once left two
+// shippers polling on the measured core for two hours.
+func dieWithBench(cmd *exec.Cmd) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
