@@ -2,8 +2,9 @@ package logshipper
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
+
+	"github.com/trellis-dev/trellis/daemons/logshipper/sink"
 )
 
 // appendCheckpoint appends the positions as encoding/json encodes a
@@ -26,15 +27,15 @@ func appendCheckpoint(b []byte, positions map[string]Position) []byte {
 
 func (p *Position) appendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
-	b = appendJSONString(b, p.Key)
+	b = sink.AppendString(b, p.Key)
 	if p.Seq != 0 {
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendUint(b, p.Seq, 10)
 	}
 	b = append(b, `,"dir":`...)
-	b = appendJSONString(b, p.Dir)
+	b = sink.AppendString(b, p.Dir)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, p.Path)
+	b = sink.AppendString(b, p.Path)
 	b = append(b, `,"inode":`...)
 	b = strconv.AppendUint(b, p.Inode, 10)
 	b = append(b, `,"offset":`...)
@@ -52,19 +53,4 @@ func (p *Position) appendJSON(b []byte) []byte {
 		b = append(b, '"')
 	}
 	return append(b, '}')
-}
-
-// appendJSONString appends s quoted. Printable ASCII that encoding/json
-// leaves as it is (paths and keys, in practice) is copied; anything else
-// is left to encoding/json, so the output is always the same as its.
-func appendJSONString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -85,8 +85,7 @@ func readSlot(b []byte, off, size int) ([]byte, uint64, bool) {
 	if n > size-slotHeader {
 		return nil, 0, false
 	}
-	crc := crc32.Update(crc32.Checksum(s[:12], castagnoli), castagnoli, s[slotHeader:slotHeader+n])
-	if crc != binary.LittleEndian.Uint32(s[12:16]) {
+	if slotCRC(s[:12], s[slotHeader:slotHeader+n]) != binary.LittleEndian.Uint32(s[12:16]) {
 		return nil, 0, false
 	}
 	return s[slotHeader : slotHeader+n], binary.LittleEndian.Uint64(s[:8]), true
@@ -162,9 +161,14 @@ func (w *RecordWriter) remake(data []byte) error {
 func appendSlot(b []byte, seq uint64, data []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
-	crc := crc32.Update(crc32.Checksum(b[len(b)-12:], castagnoli), castagnoli, data)
-	b = binary.LittleEndian.AppendUint32(b, crc)
+	b = binary.LittleEndian.AppendUint32(b, slotCRC(b[len(b)-12:], data))
 	return append(b, data...)
+}
+
+// slotCRC is a slot's checksum: of its sequence number and length (head,
+// 12 bytes), then its data.
+func slotCRC(head, data []byte) uint32 {
+	return crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, data)
 }
 
 func (w *RecordWriter) drop() {

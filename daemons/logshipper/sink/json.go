@@ -14,9 +14,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendTime(b, r.Time)
 	b = append(b, `","stream":`...)
-	b = appendString(b, r.Stream)
+	b = AppendString(b, r.Stream)
 	b = append(b, `,"log":`...)
-	b = appendString(b, r.Log)
+	b = AppendString(b, r.Log)
 	if r.identity != nil {
 		b = append(b, r.identity...)
 	} else {
@@ -30,7 +30,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	}
 	if g := r.Gap; g != nil {
 		b = append(b, `,"gap":{"file":`...)
-		b = appendString(b, g.File)
+		b = AppendString(b, g.File)
 		b = append(b, `,"inode":`...)
 		b = strconv.AppendUint(b, g.Inode, 10)
 		b = append(b, `,"from":`...)
@@ -40,7 +40,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `,"bytes":`...)
 		b = strconv.AppendInt(b, g.Bytes, 10)
 		b = append(b, `,"reason":`...)
-		b = appendString(b, g.Reason)
+		b = AppendString(b, g.Reason)
 		b = append(b, '}')
 	}
 	return append(b, '}')
@@ -53,24 +53,24 @@ func (r *Record) AppendJSON(b []byte) []byte {
 // labels again for every line.
 func (r *Record) AppendIdentity(b []byte) []byte {
 	b = append(b, `,"namespace":`...)
-	b = appendString(b, r.Namespace)
+	b = AppendString(b, r.Namespace)
 	b = append(b, `,"pod":`...)
-	b = appendString(b, r.Pod)
+	b = AppendString(b, r.Pod)
 	b = append(b, `,"container":`...)
-	b = appendString(b, r.Container)
+	b = AppendString(b, r.Container)
 	b = append(b, `,"uid":`...)
-	b = appendString(b, r.UID)
+	b = AppendString(b, r.UID)
 	for _, f := range [...]struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
 		if f.v != "" {
 			b = append(b, f.k...)
-			b = appendString(b, f.v)
+			b = AppendString(b, f.v)
 		}
 	}
 	if w := r.Workload; w != nil {
 		b = append(b, `,"workload":{"kind":`...)
-		b = appendString(b, w.Kind)
+		b = AppendString(b, w.Kind)
 		b = append(b, `,"name":`...)
-		b = appendString(b, w.Name)
+		b = AppendString(b, w.Name)
 		b = append(b, '}')
 	}
 	if len(r.Labels) > 0 {
@@ -84,9 +84,9 @@ func (r *Record) AppendIdentity(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, k)
+			b = AppendString(b, k)
 			b = append(b, ':')
-			b = appendString(b, r.Labels[k])
+			b = AppendString(b, r.Labels[k])
 		}
 		b = append(b, '}')
 	}
@@ -101,7 +101,7 @@ func (r *Record) SetIdentity(identity []byte) { r.identity = identity }
 
 const hex = "0123456789abcdef"
 
-// plain marks the bytes appendString copies as they are: printable ASCII
+// plain marks the bytes AppendString copies as they are: printable ASCII
 // but for '"', '\\', '<', '>' and '&'. One table load per byte instead of
 // seven comparisons: the log message is most of every record's bytes.
 var plain = func() (t [256]bool) {
@@ -111,9 +111,10 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// appendString appends s as a JSON string the way encoding/json does:
+// AppendString appends s as a JSON string the way encoding/json does:
 // invalid UTF-8 becomes U+FFFD, <, > and & and U+2028/2029 are escaped.
-func appendString(b []byte, s string) []byte {
+// The records use it, and so does the shipper's checkpoint.
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -183,7 +184,7 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Masks for appendString's word test: a byte's low and high bit in each of eight bytes.
+// Masks for AppendString's word test: a byte's low and high bit in each of eight bytes.
 const (
 	lows  = 0x0101010101010101
 	highs = 0x8080808080808080

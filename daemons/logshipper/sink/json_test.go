@@ -66,19 +66,19 @@ func BenchmarkAppendString(b *testing.B) {
 	buf := make([]byte, 0, 512)
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
-		buf = appendString(buf[:0], s)
+		buf = AppendString(buf[:0], s)
 	}
 }
 
-// TestAppendStringWords: appendString's eight-byte scan escapes what
+// TestAppendStringWords: AppendString's eight-byte scan escapes what
 // encoding/json escapes, for every byte value at every position of a word
 // among plain bytes, on both sides of a word boundary, and for random
 // words of bytes at the edges of the classes the scan tells apart.
 func TestAppendStringWords(t *testing.T) {
 	check := func(s []byte) {
 		want, _ := json.Marshal(string(s))
-		if got := appendString(nil, string(s)); string(got) != string(want) {
-			t.Fatalf("appendString(%q) = %s, encoding/json %s", s, got, want)
+		if got := AppendString(nil, string(s)); string(got) != string(want) {
+			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want)
 		}
 	}
 	n := 0
