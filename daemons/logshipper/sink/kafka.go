@@ -81,6 +81,8 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 		compression,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(1 << 20),
+		// Kafka's partition for a key, hashed once per run of a pod's lines.
+		kgo.RecordPartitioner(runPartitioner()),
 		kgo.MaxBufferedRecords(100000),
 		// A batch the broker cannot take in time fails back to the shipper,
 		// which backs off and sends it again (nothing is dropped).
