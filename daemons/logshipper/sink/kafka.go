@@ -57,6 +57,10 @@ type Kafka struct {
 	keys map[string][]byte
 }
 
+// maxBatchBytes is the largest Kafka record batch the sink produces, and
+// its zstd window.
+const maxBatchBytes = 1 << 20
+
 // maxKeys bounds the key cache: a node's pods, and those it had lately.
 const maxKeys = 4096
 
@@ -80,7 +84,7 @@ func NewKafka(cfg KafkaConfig) (*Kafka, error) {
 		kgo.SeedBrokers(cfg.Brokers...),
 		compression,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.ProducerBatchMaxBytes(maxBatchBytes),
 		// Kafka's partition for a key, hashed once per run of a pod's lines.
 		kgo.RecordPartitioner(runPartitioner()),
 		kgo.MaxBufferedRecords(100000),

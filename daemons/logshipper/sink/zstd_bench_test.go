@@ -71,3 +71,41 @@ func benchBatch(withIdentity bool, n int) (batch []byte) {
 	}
 	return batch
 }
+
+// BenchmarkZstdWindow compresses a Kafka batch of the bench's size (594
+// records) with the sink's compressor, whose window is the largest batch,
+// and with franz-go's 64 KiB window, which cuts the batch into blocks
+// half zstd's largest, each with its own entropy tables.
+func BenchmarkZstdWindow(b *testing.B) {
+	const records = 594
+	batch := benchBatch(true, records)
+	franz, err := zstd.NewWriter(nil, zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true),
+		zstd.WithEncoderCRC(false), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink, err := newZstdCompressor(zstd.SpeedFastest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		compress func(dst []byte) []byte
+	}{
+		{"window=64KiB", func(dst []byte) []byte { return franz.EncodeAll(batch, dst[:0]) }},
+		{"window=batch", func(dst []byte) []byte {
+			out, _ := sink.Compress(bytes.NewBuffer(dst[:0]), batch)
+			return out
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			out := make([]byte, 0, len(batch))
+			b.SetBytes(int64(len(batch)))
+			for b.Loop() {
+				out = c.compress(out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*records), "ns/record")
+			b.ReportMetric(float64(len(out))/records, "compressed-bytes/record")
+		})
+	}
+}

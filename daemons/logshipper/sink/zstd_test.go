@@ -46,6 +46,18 @@ func TestZstdCompressorFrames(t *testing.T) {
 		}
 		t.Logf("%d bytes -> %d", len(src), len(out))
 	}
+	// A batch as large as the sink produces is one single-segment frame:
+	// its window is the batch, and a decoder needs no more memory.
+	for len(src) > maxBatchBytes {
+		src = src[:len(src)/2]
+	}
+	out, _ := c.Compress(new(bytes.Buffer), src)
+	if fhd := out[4]; fhd&0x20 == 0 {
+		t.Fatalf("a %d-byte batch: frame header descriptor %08b, not single-segment", len(src), fhd)
+	}
+	if back, err := dec.DecodeAll(out, nil); err != nil || !bytes.Equal(back, src) {
+		t.Fatalf("decoded %d bytes of %d (%v)", len(back), len(src), err)
+	}
 	if out, codec := c.Compress(new(bytes.Buffer), src, kgo.CompressDisableZstd); codec != kgo.CodecNone || !bytes.Equal(out, src) {
 		t.Fatalf("with zstd disabled: codec %v, %d bytes", codec, len(out))
 	}
