@@ -137,7 +137,7 @@ func (s *Shipper) line(f *file, base *sink.Record, raw []byte, end int64, b *bat
 		s.metrics.malformed.Inc()
 	}
 	r := *base
-	r.Time, r.Stream, r.Log, r.Truncated, r.Malformed = e.Time, e.Stream, string(msg), trunc, e.Malformed
+	r.Time, r.Stream, r.Log, r.Truncated, r.Malformed = e.Time, e.Stream, b.logs.add(msg), trunc, e.Malformed
 	b.records = append(b.records, r)
 	b.bytes += len(msg)
 	return end >= 0

@@ -147,6 +147,7 @@ const headLen = 64
 
 type batch struct {
 	records []sink.Record
+	logs    logArena // the records' messages
 	bytes   int
 	ends    map[string]Position
 	// forget: generations gone from disk; finish: rotated files read to
