@@ -19,12 +19,17 @@ type Entry struct {
 // ParseCRI parses one line (without its newline). It never fails: a line
 // that is not in the CRI format comes back Malformed, so nothing is lost.
 func ParseCRI(line []byte) Entry {
+	return parseCRI(line, &timeParser{})
+}
+
+// parseCRI is ParseCRI, reading the time with times.
+func parseCRI(line []byte, times *timeParser) Entry {
 	bad := Entry{Stream: "unknown", Message: line, Malformed: true}
 	sp := bytes.IndexByte(line, ' ')
 	if sp < 0 {
 		return bad
 	}
-	ts, err := parseTime(line[:sp])
+	ts, err := times.parse(line[:sp])
 	if err != nil {
 		return bad
 	}

@@ -109,7 +109,7 @@ func (s *Shipper) line(f *file, base *sink.Record, raw []byte, end int64, b *bat
 		raw = raw[:s.cfg.MaxLine]
 		s.metrics.truncated.Inc()
 	}
-	e := ParseCRI(raw)
+	e := parseCRI(raw, &s.times)
 	if e.Partial {
 		if cut {
 			f.partialTrunc = true

@@ -100,6 +100,8 @@ type Shipper struct {
 	// production bench, with the GC it made work).
 	free    chan *batch
 	metrics *Metrics
+	// times reads the lines' times; the reader's own.
+	times timeParser
 
 	saveMu         sync.Mutex
 	checkpoint     *fsync.RecordWriter // under saveMu
