@@ -54,6 +54,8 @@ type Kafka struct {
 	// 10,000 lines allocated (BenchmarkKafkaSend), work for the GC.
 	slab []kgo.Record
 	recs []*kgo.Record
+	// times writes the records' times.
+	times timeWriter
 	// keys holds each pod's record key ("namespace/pod") by pod UID,
 	// made once: franz-go hashes the key of every record to pick its
 	// partition, and a key shared by all of a pod's lines is still in
@@ -188,7 +190,7 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 		// the next one. If the buffer grows mid-batch, the earlier slices
 		// keep the old array, which stays valid.
 		start := len(k.buf)
-		k.buf = r.AppendJSON(k.buf)
+		k.buf = r.appendJSON(k.buf, &k.times)
 		slab[i] = kgo.Record{Topic: topic, Key: key, Value: k.buf[start:len(k.buf):len(k.buf)], Timestamp: now}
 		recs[i] = &slab[i]
 	}

@@ -72,6 +72,8 @@ type Writer struct {
 	w    *bufio.Writer
 	f    *os.File
 	buf  []byte
+	// times writes the records' times (under mu).
+	times timeWriter
 }
 
 // Stdout writes to standard output.
@@ -95,7 +97,7 @@ func (s *Writer) Send(_ context.Context, batch []Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range batch {
-		s.buf = batch[i].AppendJSON(s.buf[:0])
+		s.buf = batch[i].appendJSON(s.buf[:0], &s.times)
 		s.buf = append(s.buf, '\n')
 		if _, err := s.w.Write(s.buf); err != nil {
 			return fmt.Errorf("write a record to %s: %w", s.name, err)

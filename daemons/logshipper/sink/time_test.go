@@ -46,3 +46,60 @@ func FuzzAppendTime(f *testing.F) {
 		checkAppendTime(t, tm)
 	})
 }
+
+// TestTimeWriterMatchesAppendFormat: one writer, which writes only the
+// fraction of a time in the second it wrote last, writes runs of times in
+// one second, a second, a day or a zone apart, as AppendFormat writes
+// each alone.
+func TestTimeWriterMatchesAppendFormat(t *testing.T) {
+	var w timeWriter
+	rng := rand.New(rand.NewPCG(3, 4))
+	east := time.FixedZone("east", 5*3600+30*60)
+	n := 0
+	for range 20000 {
+		tm := time.Unix(rng.Int64N(253402300800-86400), rng.Int64N(1e9)).UTC()
+		for range 1 + rng.IntN(8) {
+			if got, want := string(w.append([]byte("x"), tm)), string(tm.AppendFormat([]byte("x"), time.RFC3339Nano)); got != want {
+				t.Fatalf("timeWriter.append(%v) after a run = %s, AppendFormat %s", tm, got, want)
+			}
+			n++
+			switch rng.IntN(5) {
+			case 0:
+				tm = tm.Add(time.Duration(rng.Int64N(1e6))) // mostly the same second
+			case 1:
+				tm = tm.Truncate(time.Second).Add(time.Second) // the next, whole
+			case 2:
+				tm = tm.Add(24 * time.Hour) // the same clock, the next day
+			case 3:
+				tm = tm.In(east) // the same second, another zone
+			default:
+				tm = tm.UTC().Add(time.Duration(rng.Int64N(1e9)))
+			}
+		}
+	}
+	t.Logf("%d times written in runs", n)
+}
+
+// BenchmarkAppendTime writes a container's times, 300 µs apart, alone
+// (appendTime) and with a writer that remembers the second.
+func BenchmarkAppendTime(b *testing.B) {
+	base := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	ts := make([]time.Time, 1000)
+	for i := range ts {
+		ts[i] = base.Add(time.Duration(i) * 300 * time.Microsecond)
+	}
+	var w timeWriter
+	for _, c := range []struct {
+		name   string
+		append func([]byte, time.Time) []byte
+	}{{"alone", appendTime}, {"writer", w.append}} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 64)
+			i := 0
+			for b.Loop() {
+				buf = c.append(buf[:0], ts[i%len(ts)])
+				i++
+			}
+		})
+	}
+}
