@@ -51,16 +51,20 @@ type Kafka struct {
 	buf []byte
 	// slab and recs are the batch's franz-go records, reused like buf:
 	// made for every batch, they were 1.7 MB of the 2.3 MB a batch of
-	// 10,000 lines allocated (BenchmarkKafkaSend), work for the GC.
+	// 10,000 lines allocated (BenchmarkKafkaSend), work for the GC. Their
+	// values point into buf; after a batch that grew buf, they are
+	// cleared, so that no record holds an array buf outgrew.
 	slab []kgo.Record
 	recs []*kgo.Record
 	// times writes the records' times.
 	times timeWriter
 	// keys holds each pod's record key ("namespace/pod") by pod UID,
-	// made once: franz-go hashes the key of every record to pick its
-	// partition, and a key shared by all of a pod's lines is still in
-	// the CPU's cache then, where one written into buf among a batch's
-	// megabytes of values is not (4.7% of the shipper's CPU).
+	// made once: franz-go reads the key of every record to pick its
+	// partition (the sink's partitioner compares it with the last one),
+	// and a key shared by all of a pod's lines is still in the CPU's
+	// cache then, where one written into buf among a batch's megabytes
+	// of values is not (4.7% of the shipper's CPU when every key was
+	// hashed).
 	keys map[string][]byte
 }
 
@@ -160,6 +164,7 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 	var buf bytes.Buffer
 	topics := map[topicKey]string{} // per batch
 	k.buf = k.buf[:0]
+	defer k.release(cap(k.buf))
 	// A batch holds runs of lines from one file: the previous record's
 	// topic is this one's, usually, without hashing four strings.
 	var prev topicKey
@@ -195,15 +200,25 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 		recs[i] = &slab[i]
 	}
 	err := k.client.ProduceSync(ctx, recs...).FirstErr()
-	if cap(k.buf) > 64<<20 {
-		// One huge batch is no reason to hold its size forever; the
-		// records' values point into it.
-		k.buf, k.slab, k.recs = nil, nil, nil
-	}
 	if err != nil {
 		return fmt.Errorf("produce %d records to Kafka: %w", len(recs), err)
 	}
 	return nil
+}
+
+// release lets go of what a batch no longer needs, once franz-go is done
+// with its records (ProduceSync returned, every promise called): all of
+// it after a huge batch, which is no reason to hold its size forever, and
+// the records after one that grew buf (bufCap before the batch), whose
+// values may point into the arrays buf outgrew. In the steady state buf
+// does not grow and nothing is cleared. The caller holds k.mu.
+func (k *Kafka) release(bufCap int) {
+	switch {
+	case cap(k.buf) > 64<<20:
+		k.buf, k.slab, k.recs = nil, nil, nil
+	case cap(k.buf) != bufCap:
+		clear(k.slab[:cap(k.slab)])
+	}
 }
 
 // key is the record's key, "namespace/pod", from the cache when the

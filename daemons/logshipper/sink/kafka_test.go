@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -205,5 +207,54 @@ func BenchmarkKafkaSend(b *testing.B) {
 		if err := k.Send(context.Background(), batch); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestKafkaSendHoldsNoOutgrownBuffer: the records the sink keeps between
+// batches point only into its current buffer, never into an array it
+// outgrew, after batches that grow it and shorter ones after them.
+func TestKafkaSendHoldsNoOutgrownBuffer(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	batch := func(n int) []Record {
+		b := make([]Record, n)
+		for i := range b {
+			b[i] = Record{Log: fmt.Sprintf("line %d %s", i, strings.Repeat("x", 100)), Namespace: "shop", Pod: "web-1", UID: "u1", Service: "web"}
+		}
+		return b
+	}
+	held := 0
+	check := func(when string) {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(k.buf[:cap(k.buf)])))
+		hi := lo + uintptr(cap(k.buf))
+		for i, r := range k.slab[:cap(k.slab)] {
+			if r.Value == nil {
+				continue
+			}
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(r.Value))); p < lo || p >= hi {
+				t.Fatalf("%s: record %d of %d kept points outside the sink's buffer", when, i, cap(k.slab))
+			}
+			held++
+		}
+	}
+	for _, step := range []struct {
+		name string
+		n    int
+	}{{"a first batch, growing the buffer", 5000}, {"a shorter one", 10}, {"a longer one, growing it again", 20000}, {"a shorter one", 10}, {"as long, not growing it", 20000}} {
+		if err := k.Send(context.Background(), batch(step.n)); err != nil {
+			t.Fatal(err)
+		}
+		check("after " + step.name)
+	}
+	if held < 20000 {
+		t.Fatalf("the check saw %d records held", held)
 	}
 }
