@@ -18,16 +18,7 @@ import (
 // cluster speaking the real Kafka protocol) and reads back each service's
 // topic with a separate consumer.
 func TestKafkaTopicPerService(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs(), Topic: `logs.{{if .Service}}{{.Service}}{{else}}unowned{{end}}`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	c, k := kfakeSink(t, KafkaConfig{Topic: `logs.{{if .Service}}{{.Service}}{{else}}unowned{{end}}`})
 	batch := []Record{
 		{Log: "a", Namespace: "shop", Pod: "web-1", Service: "web"},
 		{Log: "b", Namespace: "shop", Pod: "db-1", Service: "db"},
@@ -80,16 +71,7 @@ func TestKafkaTopicPerService(t *testing.T) {
 // reuses the previous record's topic and its cached key per pod UID, and
 // must not carry either past a change of pod, UID or service.
 func TestKafkaKeysAndTopicsAcrossRuns(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs(), CompressionLevel: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	c, k := kfakeSink(t, KafkaConfig{CompressionLevel: 1})
 	web := func(log string) Record {
 		return Record{Log: log, Namespace: "shop", Pod: "web-1", UID: "u1", Service: "web"}
 	}
@@ -181,16 +163,7 @@ func TestKafkaCompressionLevel(t *testing.T) {
 // runs of 100, to kfake in this process: what a batch allocates (B/op) is
 // the figure; the time includes kfake's.
 func BenchmarkKafkaSend(b *testing.B) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Close()
+	_, k := kfakeSink(b, KafkaConfig{})
 	batch := make([]Record, 10000)
 	for i := range batch {
 		pod := i / 100 % 110
@@ -214,16 +187,7 @@ func BenchmarkKafkaSend(b *testing.B) {
 // batches point only into its current buffer, never into an array it
 // outgrew, after batches that grow it and shorter ones after them.
 func TestKafkaSendHoldsNoOutgrownBuffer(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	_, k := kfakeSink(t, KafkaConfig{})
 	batch := func(n int) []Record {
 		b := make([]Record, n)
 		for i := range b {
@@ -257,4 +221,23 @@ func TestKafkaSendHoldsNoOutgrownBuffer(t *testing.T) {
 	if held < 20000 {
 		t.Fatalf("the check saw %d records held", held)
 	}
+}
+
+// kfakeSink is a Kafka sink of cfg to a kfake cluster in this process,
+// one broker creating topics as they are produced to; both are closed
+// with the test.
+func kfakeSink(tb testing.TB, cfg KafkaConfig, opts ...kfake.Opt) (*kfake.Cluster, *Kafka) {
+	tb.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	cfg.Brokers = c.ListenAddrs()
+	k, err := NewKafka(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(k.Close)
+	return c, k
 }

@@ -83,16 +83,7 @@ func TestRunPartitionerPicksKafkasPartition(t *testing.T) {
 // through the sink to a broker whose topics have 8 partitions, and reads
 // every record back from the partition Kafka's hash of its key names.
 func TestKafkaKeysLandInKafkasPartition(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(8))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	k, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	c, k := kfakeSink(t, KafkaConfig{}, kfake.DefaultNumPartitions(8))
 	var batch []Record
 	for i := range 400 {
 		pod := i / 20 % 13 // runs of 20 lines, pods coming back
