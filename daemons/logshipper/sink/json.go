@@ -128,15 +128,17 @@ func AppendString(b []byte, s string) []byte {
 		// Eight plain bytes at a time (the log message is mostly plain):
 		// none has its high bit set, none is below 0x20, none is '"',
 		// '\\', '<', '>' or '&'. The subtractions find a byte below 0x20
-		// or a zero byte of x^c exactly when no byte is 0x80 or above,
-		// which the first term tests (TestAppendStringWords). Written in
-		// the loop: the compiler would not inline it as a function.
+		// or a zero byte of a comparison exactly when no byte is 0x80 or above,
+		// which the first term tests (TestAppendStringWords). '<' and '>'
+		// differ only in bit 1, '"' and '&' only in bit 2, so each pair
+		// is one comparison with that bit set. Written in the loop: the
+		// compiler would not inline it as a function.
 		for ; i+8 <= len(s); i += 8 {
 			w := s[i : i+8]
 			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-			q, bs, lt, gt, amp := x^(lows*'"'), x^(lows*'\\'), x^(lows*'<'), x^(lows*'>'), x^(lows*'&')
-			if (x|(x-lows*0x20)&^x|(q-lows)&^q|(bs-lows)&^bs|(lt-lows)&^lt|(gt-lows)&^gt|(amp-lows)&^amp)&highs != 0 {
+			angle, quoteAmp, bs := (x|lows*0x02)^(lows*'>'), (x|lows*0x04)^(lows*'&'), x^(lows*'\\')
+			if (x|(x-lows*0x20)&^x|(angle-lows)&^angle|(quoteAmp-lows)&^quoteAmp|(bs-lows)&^bs)&highs != 0 {
 				break
 			}
 		}
