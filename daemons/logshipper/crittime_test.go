@@ -16,7 +16,7 @@ func checkParseTime(t *testing.T, s string) bool {
 	if got != want {
 		t.Fatalf("parseTime(%q) = %v, time.Parse %v", s, got, want)
 	}
-	_, fast := parseUTC([]byte(s))
+	_, _, fast := parseUTCSecond([]byte(s))
 	return fast
 }
 

@@ -127,12 +127,12 @@ func AppendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		// Eight plain bytes at a time (the log message is mostly plain):
 		// none has its high bit set, none is below 0x20, none is '"',
-		// '\\', '<', '>' or '&'. The subtractions find a byte below 0x20
-		// or a zero byte of a comparison exactly when no byte is 0x80 or above,
-		// which the first term tests (TestAppendStringWords). '<' and '>'
-		// differ only in bit 1, '"' and '&' only in bit 2, so each pair
-		// is one comparison with that bit set. Written in the loop: the
-		// compiler would not inline it as a function.
+		// '\\', '<', '>' or '&'. '<' and '>' differ only in bit 1, '"'
+		// and '&' only in bit 2, so each pair is one comparison with that
+		// bit set. The subtractions find a byte below 0x20 or a zero byte
+		// of a comparison exactly when no byte is 0x80 or above, which
+		// the first term tests (TestAppendStringWords). Written in the
+		// loop: the compiler would not inline it as a function.
 		for ; i+8 <= len(s); i += 8 {
 			w := s[i : i+8]
 			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
