@@ -28,8 +28,11 @@ import (
 // every process spent on them. With mode with-bundle, the bundle phase's
 // objects are created at the same time, in a namespace of their own, and
 // the phase lasts until their ReplicaSets exist too: the bundle phase plus
-// the requests alone, without the controller. The namespaces are deleted
-// afterwards.
+// the requests alone, without the controller. With mode alone, each kind
+// of request is sent as a stage of its own (all creates, then all reads,
+// then all status patches), each followed by 3s for the watchers, and each
+// stage's CPU is printed: what one kind of request costs every process.
+// The namespaces are deleted afterwards.
 func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Client, w cache.Cache, n int, mode string) error {
 	const ns, bundleNS = "crs", "crs-bundle"
 	if mode != "alone" && mode != "with-bundle" {
@@ -72,18 +75,42 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 	} else {
 		bundleDone <- nil
 	}
-	if err := createAll(ctx, n, func(i int) client.Object {
-		return gen.Service(fmt.Sprintf("svc-%04d", i), gen.WithNamespace(ns))
-	}, c); err != nil {
+	// stage sends one kind of request for every TrellisService. Alone, it
+	// waits 3s more for the watchers and prints what the stage cost.
+	stage := func(what string, f func(i int) error) error {
+		c0, t0 := sampleCPU(cp), time.Now()
+		if err := forAll(n, f); err != nil {
+			return err
+		}
+		if !withBundle {
+			time.Sleep(3 * time.Second)
+			printCPU(fmt.Sprintf("cr-traffic stage: %d %s, with 3s for the watchers", n, what), c0, sampleCPU(cp), time.Since(t0))
+		}
+		return nil
+	}
+	name := func(i int) string { return fmt.Sprintf("svc-%04d", i) }
+	if err := stage("TrellisService creates", func(i int) error {
+		if err := c.Create(ctx, gen.Service(name(i), gen.WithNamespace(ns))); err != nil {
+			return fmt.Errorf("create TrellisService %d: %w", i, err)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
-	if err := forAll(n, func(i int) error {
-		ts := &v1alpha1.TrellisService{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i)}, ts); err != nil {
+	read := make([]*v1alpha1.TrellisService, n)
+	if err := stage("reads (the owner read)", func(i int) error {
+		read[i] = &v1alpha1.TrellisService{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, read[i]); err != nil {
 			return fmt.Errorf("read TrellisService %d: %w", i, err)
 		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := stage("status merge patches", func(i int) error {
 		// What the controller writes for a new TrellisService, as the
 		// same kind of request: one merge patch of the status.
+		ts := read[i]
 		status := ts.Status
 		status.ObservedGeneration = ts.Generation
 		for _, cond := range []struct {
@@ -112,6 +139,8 @@ func crTraffic(ctx context.Context, cp *controlplane.ControlPlane, c client.Clie
 	what := fmt.Sprintf("cr-traffic phase (%d TrellisServices: create, read, status patch; sent in %.2fs", n, sent.Seconds())
 	if withBundle {
 		what += fmt.Sprintf("; with the bundle's objects, all ReplicaSets after %.2fs", all.Seconds())
+	} else {
+		what += ", in stages with 3s after each"
 	}
 	// Until the last response (or ReplicaSet, as the bundle phase counts),
 	// then with the 3s the watchers (the bench's, kube-controller-manager's)
