@@ -192,14 +192,23 @@ func rounds(o options, c config, cp *controlplane.ControlPlane, self, dir, root 
 			return ship, rs, err
 		}
 		ratio := s.perCoreSecond() / r.perCoreSecond()
-		fmt.Printf("  round %d: shipper %.2fµs, rsyslog %.2fµs CPU per line (%d voluntary and %d involuntary context switches): ratio %.2f\n",
-			i+1, 1e6*s.cpu.Seconds()/float64(s.lines), 1e6*r.cpu.Seconds()/float64(r.lines), r.voluntary, r.involuntary, ratio)
+		fmt.Printf("  round %d: shipper %.2fµs (peak RSS %.1f MiB), rsyslog %.2fµs CPU per line (%d voluntary and %d involuntary context switches): ratio %.2f\n",
+			i+1, 1e6*s.cpu.Seconds()/float64(s.lines), float64(s.peakKiB)/1024, 1e6*r.cpu.Seconds()/float64(r.lines), r.voluntary, r.involuntary, ratio)
 		ships, rss, ratios = append(ships, s), append(rss, r), append(ratios, ratio)
 	}
 	ship, rs = median(ships), median(rss)
 	if len(ratios) > 1 {
 		sort.Float64s(ratios)
 		fmt.Printf("  median of the %d rounds' ratios: %.2f (goal ≥ 1.5; lowest %.2f, highest %.2f)\n", len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		// A run's peak depends on what is live when a collection ends
+		// while the backlog ramps up; the median run's alone (in the
+		// table) moves by 30 MiB from run to run.
+		peaks := make([]int, len(ships))
+		for i, s := range ships {
+			peaks[i] = s.peakKiB
+		}
+		sort.Ints(peaks)
+		fmt.Printf("  the shipper's peak RSS over the %d rounds: median %.1f MiB (lowest %.1f, highest %.1f)\n", len(peaks), float64(peaks[len(peaks)/2])/1024, float64(peaks[0])/1024, float64(peaks[len(peaks)-1])/1024)
 	}
 	return ship, rs, nil
 }
