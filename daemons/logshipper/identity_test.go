@@ -46,7 +46,10 @@ func TestIdentityFollowsThePod(t *testing.T) {
 	runShipper(t, Config{Root: root, Checkpoint: filepath.Join(t.TempDir(), "cp.json"), Sink: m, Meta: meta, Node: "n1",
 		Poll: 20 * time.Millisecond, Linger: 20 * time.Millisecond})
 
-	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "one"), criLine("stdout", "F", "two"))
+	// Two reads of the same pod version.
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "one"))
+	waitLogs(t, m, 1)
+	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "two"))
 	waitLogs(t, m, 2)
 	meta.set("u1", &PodInfo{Service: "web", Env: "prod", Labels: map[string]string{"team": "b"}, Workload: &sink.Workload{Kind: "StatefulSet", Name: "web"}})
 	appendFile(t, filepath.Join(d, "0.log"), criLine("stdout", "F", "three"))
@@ -58,10 +61,13 @@ func TestIdentityFollowsThePod(t *testing.T) {
 	m.mu.Lock()
 	recs := append([]sink.Record(nil), m.recs...)
 	m.mu.Unlock()
+	// One identity per pod version, shared by its lines across reads.
+	if len(recs) != 4 || recs[0].Identity != recs[1].Identity || recs[1].Identity == recs[2].Identity || recs[2].Identity == recs[3].Identity {
+		t.Fatalf("want the identity shared by the first two records only, one per pod version; got %d records", len(recs))
+	}
 	wants := []struct{ team, kind string }{{"a", "Deployment"}, {"a", "Deployment"}, {"b", "StatefulSet"}, {"", ""}}
 	for i, r := range recs {
-		got := r.AppendJSON(nil)
-		r.SetIdentity(nil)
+		got := r.AppendJSON(nil) // the rendered identity
 		want, err := json.Marshal(&r)
 		if err != nil {
 			t.Fatal(err)

@@ -145,36 +145,43 @@ func (s *Shipper) line(f *file, base *sink.Record, raw []byte, end int64, b *bat
 
 // record is a record of a container's log, with its pod's identity.
 func (s *Shipper) record(ns, pod, uid, container string) sink.Record {
-	r, _ := s.recordOf(ns, pod, uid, container)
-	return r
+	return sink.Record{Identity: s.identity(ns, pod, uid, container, s.lookup(uid))}
 }
 
-// recordOf is record, and the pod version it was enriched from (nil: from
-// the path only).
-func (s *Shipper) recordOf(ns, pod, uid, container string) (sink.Record, *PodInfo) {
-	r := sink.Record{Namespace: ns, Pod: pod, Container: container, UID: uid, Node: s.cfg.Node}
+// lookup is the pod version with uid that enriches its records (nil: the
+// path only, without an informer or before it has the pod).
+func (s *Shipper) lookup(uid string) *PodInfo {
 	if s.cfg.Meta == nil {
-		return r, nil
+		return nil
 	}
 	info, ok := s.cfg.Meta.Lookup(uid)
 	if !ok {
-		return r, nil
+		return nil
 	}
-	r.Service, r.Env, r.Labels, r.Workload = info.Service, info.Env, info.Labels, info.Workload
-	return r, info
+	return info
 }
 
-// fileRecord is record for f's container, with its identity's JSON
-// rendered once per pod version and shared by every line: sorting and
-// escaping the same labels for each line was a sixth of the shipper's CPU
-// in the production bench. It is rendered again, into a new slice (records
-// in flight keep the old one), when the informer has a new version of the
-// pod, or loses or finds it.
-func (s *Shipper) fileRecord(f *file) sink.Record {
-	r, info := s.recordOf(f.ns, f.pod, f.uid, f.container)
-	if f.identity == nil || f.identityOf != info {
-		f.identity, f.identityOf = r.AppendIdentity(nil), info
+// identity is a container's identity, enriched from info if it is not
+// nil.
+func (s *Shipper) identity(ns, pod, uid, container string, info *PodInfo) *sink.Identity {
+	id := &sink.Identity{Namespace: ns, Pod: pod, Container: container, UID: uid, Node: s.cfg.Node}
+	if info != nil {
+		id.Service, id.Env, id.Labels, id.Workload = info.Service, info.Env, info.Labels, info.Workload
 	}
-	r.SetIdentity(f.identity)
-	return r
+	return id
+}
+
+// fileRecord is record for f's container, with one identity per pod
+// version, rendered once and shared by every line: sorting and escaping
+// the same labels for each line was a sixth of the shipper's CPU in the
+// production bench. A new one is made (records in flight keep the old
+// one) when the informer has a new version of the pod, or loses or finds
+// it.
+func (s *Shipper) fileRecord(f *file) sink.Record {
+	info := s.lookup(f.uid)
+	if f.identity == nil || f.identityOf != info {
+		f.identity, f.identityOf = s.identity(f.ns, f.pod, f.uid, f.container, info), info
+		f.identity.Render()
+	}
+	return sink.Record{Identity: f.identity}
 }

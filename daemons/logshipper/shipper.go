@@ -139,9 +139,9 @@ type file struct {
 	// head is the file's first bytes: if they change, the file was
 	// truncated and rewritten (copytruncate), even if it regrew past pos.
 	head []byte
-	// identity is the JSON of this container's records' identity, as
-	// rendered from identityOf, the pod's version then (see fileRecord).
-	identity   []byte
+	// identity is this container's records' identity, made and rendered
+	// from identityOf, the pod's version then (see fileRecord).
+	identity   *sink.Identity
 	identityOf *PodInfo
 }
 

@@ -24,10 +24,12 @@ func (r *Record) appendJSON(b []byte, times *timeWriter) []byte {
 	b = AppendString(b, r.Stream)
 	b = append(b, `,"log":`...)
 	b = AppendString(b, r.Log)
-	if r.identity != nil {
-		b = append(b, r.identity...)
-	} else {
-		b = r.AppendIdentity(b)
+	switch id := r.Identity; {
+	case id == nil:
+	case id.rendered != nil:
+		b = append(b, id.rendered...)
+	default:
+		b = id.AppendIdentity(b)
 	}
 	if r.Truncated {
 		b = append(b, `,"truncated":true`...)
@@ -53,37 +55,37 @@ func (r *Record) appendJSON(b []byte, times *timeWriter) []byte {
 	return append(b, '}')
 }
 
-// AppendIdentity appends the record's identity, the fields from
-// namespace to labels as AppendJSON writes them (with a leading comma):
-// the same for every line of a pod's container, so the shipper renders it
-// once per pod version (SetIdentity) instead of sorting and escaping the
-// labels again for every line.
-func (r *Record) AppendIdentity(b []byte) []byte {
+// AppendIdentity appends the identity, the fields from namespace to
+// labels as AppendJSON writes them (with a leading comma): the same for
+// every line of a pod's container, so the shipper renders it once per pod
+// version (Render) instead of sorting and escaping the labels again for
+// every line.
+func (id *Identity) AppendIdentity(b []byte) []byte {
 	b = append(b, `,"namespace":`...)
-	b = AppendString(b, r.Namespace)
+	b = AppendString(b, id.Namespace)
 	b = append(b, `,"pod":`...)
-	b = AppendString(b, r.Pod)
+	b = AppendString(b, id.Pod)
 	b = append(b, `,"container":`...)
-	b = AppendString(b, r.Container)
+	b = AppendString(b, id.Container)
 	b = append(b, `,"uid":`...)
-	b = AppendString(b, r.UID)
-	for _, f := range [...]struct{ k, v string }{{`,"node":`, r.Node}, {`,"service":`, r.Service}, {`,"env":`, r.Env}} {
+	b = AppendString(b, id.UID)
+	for _, f := range [...]struct{ k, v string }{{`,"node":`, id.Node}, {`,"service":`, id.Service}, {`,"env":`, id.Env}} {
 		if f.v != "" {
 			b = append(b, f.k...)
 			b = AppendString(b, f.v)
 		}
 	}
-	if w := r.Workload; w != nil {
+	if w := id.Workload; w != nil {
 		b = append(b, `,"workload":{"kind":`...)
 		b = AppendString(b, w.Kind)
 		b = append(b, `,"name":`...)
 		b = AppendString(b, w.Name)
 		b = append(b, '}')
 	}
-	if len(r.Labels) > 0 {
+	if len(id.Labels) > 0 {
 		b = append(b, `,"labels":{`...)
-		keys := make([]string, 0, len(r.Labels))
-		for k := range r.Labels {
+		keys := make([]string, 0, len(id.Labels))
+		for k := range id.Labels {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
@@ -93,18 +95,16 @@ func (r *Record) AppendIdentity(b []byte) []byte {
 			}
 			b = AppendString(b, k)
 			b = append(b, ':')
-			b = AppendString(b, r.Labels[k])
+			b = AppendString(b, id.Labels[k])
 		}
 		b = append(b, '}')
 	}
 	return b
 }
 
-// SetIdentity makes AppendJSON write identity, which must be
-// AppendIdentity's output for a record with the same namespace, pod,
-// container, uid, node, service, env, workload and labels as r. It is
-// not copied: the caller must not change it afterwards.
-func (r *Record) SetIdentity(identity []byte) { r.identity = identity }
+// Render renders the identity once, for AppendJSON to copy into every
+// record that has it. The identity must not change afterwards.
+func (id *Identity) Render() { id.rendered = id.AppendIdentity(nil) }
 
 const hex = "0123456789abcdef"
 

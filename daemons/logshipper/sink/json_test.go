@@ -11,10 +11,11 @@ import (
 
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	for _, r := range []Record{
-		{Time: time.Date(2026, 11, 22, 5, 0, 0, 123456789, time.UTC), Stream: "stdout", Log: "hello", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"},
+		{Time: time.Date(2026, 11, 22, 5, 0, 0, 123456789, time.UTC), Stream: "stdout", Log: "hello", Identity: &Identity{Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"}},
 		{Time: time.Date(2026, 11, 22, 5, 0, 0, 0, time.UTC), Stream: "unknown", Log: "\x00\x01\xff\xfe bin \"q\" \\ <a>&b \t\n\r\b\f \u2028\u2029 é 日本", Malformed: true, Truncated: true,
-			Node: "n", Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web<1>"}, Labels: map[string]string{"b": "2", "a": "1<"}},
-		{Time: time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), Log: "lost", Namespace: "shop", Gap: &Gap{File: "/var/log/pods/a/b/0.log.1 <x>", Inode: 42, From: 10, To: 20, Bytes: 10, Reason: "gone"}},
+			Identity: &Identity{Node: "n", Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web<1>"}, Labels: map[string]string{"b": "2", "a": "1<"}}},
+		{Time: time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC), Log: "lost", Identity: &Identity{Namespace: "shop"}, Gap: &Gap{File: "/var/log/pods/a/b/0.log.1 <x>", Inode: 42, From: 10, To: 20, Bytes: 10, Reason: "gone"}},
+		{Identity: &Identity{}},
 		{},
 	} {
 		want, err := json.Marshal(&r)
@@ -25,9 +26,11 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
 		// With the identity rendered once and reused, as the shipper does.
-		r.SetIdentity(r.AppendIdentity(nil))
-		if got := r.AppendJSON(nil); string(got) != string(want) {
-			t.Errorf("AppendJSON with SetIdentity:\n got %s\nwant %s", got, want)
+		if r.Identity != nil {
+			r.Render()
+			if got := r.AppendJSON(nil); string(got) != string(want) {
+				t.Errorf("AppendJSON with the identity rendered:\n got %s\nwant %s", got, want)
+			}
 		}
 	}
 }
@@ -35,7 +38,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 func FuzzAppendJSON(f *testing.F) {
 	f.Add("hello \x00 \xff <>&")
 	f.Fuzz(func(t *testing.T, s string) {
-		r := Record{Log: s, Stream: s, Labels: map[string]string{s: s}}
+		r := Record{Log: s, Stream: s, Identity: &Identity{Labels: map[string]string{s: s}}}
 		want, _ := json.Marshal(&r)
 		if got := r.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("AppendJSON(%q):\n got %s\nwant %s", s, got, want)
@@ -44,13 +47,13 @@ func FuzzAppendJSON(f *testing.F) {
 }
 
 func BenchmarkAppendJSON(b *testing.B) {
-	r := Record{Time: time.Now().UTC(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n",
+	r := Record{Time: time.Now().UTC(), Stream: "stdout", Log: "GET /api/v1/items/1 200 12ms user=42 xxxxxxxxxxxxxxxxxxxxxxxx", Identity: &Identity{Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1", Node: "n",
 		Service: "web", Env: "prod", Workload: &Workload{Kind: "Deployment", Name: "web"},
 		Labels: map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2",
-			"team": "checkout", "tier": "backend", "trellis.dev/service": "web", "pod-template-hash": "7d9f8c6b5"}}
+			"team": "checkout", "tier": "backend", "trellis.dev/service": "web", "pod-template-hash": "7d9f8c6b5"}}}
 	for _, identity := range []bool{false, true} {
 		if identity {
-			r.SetIdentity(r.AppendIdentity(nil))
+			r.Render()
 		}
 		b.Run(map[bool]string{false: "per-line", true: "identity-once"}[identity], func(b *testing.B) {
 			var buf []byte

@@ -165,8 +165,11 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 	topics := map[topicKey]string{} // per batch
 	k.buf = k.buf[:0]
 	defer k.release(cap(k.buf))
-	// A batch holds runs of lines from one file: the previous record's
-	// topic is this one's, usually, without hashing four strings.
+	// A batch holds runs of lines from one file, which share an identity
+	// (never changed once shared): the previous record's topic and key are
+	// this one's, usually, without hashing four strings. A new identity
+	// of the same container (a new pod version) usually has the same too.
+	var prevID *Identity
 	var prev topicKey
 	var topic string
 	var key []byte
@@ -175,21 +178,24 @@ func (k *Kafka) Send(ctx context.Context, batch []Record) error {
 	now := time.Now()
 	for i := range batch {
 		r := &batch[i]
-		tk := topicKey{Namespace: r.Namespace, Service: r.Service, Env: r.Env, Container: r.Container}
-		if i == 0 || tk != prev {
-			var ok bool
-			if topic, ok = topics[tk]; !ok {
-				buf.Reset()
-				if err := k.topic.Execute(&buf, tk); err != nil {
-					return fmt.Errorf("topic template: %w", err)
+		if id := r.identity(); i == 0 || id != prevID {
+			tk := topicKey{Namespace: id.Namespace, Service: id.Service, Env: id.Env, Container: id.Container}
+			if i == 0 || tk != prev {
+				var ok bool
+				if topic, ok = topics[tk]; !ok {
+					buf.Reset()
+					if err := k.topic.Execute(&buf, tk); err != nil {
+						return fmt.Errorf("topic template: %w", err)
+					}
+					topic = buf.String()
+					topics[tk] = topic
 				}
-				topic = buf.String()
-				topics[tk] = topic
+				prev = tk
 			}
-			prev = tk
-		}
-		if i == 0 || r.UID != batch[i-1].UID || !isKey(key, r.Namespace, r.Pod) {
-			key = k.key(r)
+			if i == 0 || !isKey(key, id.Namespace, id.Pod) {
+				key = k.key(id)
+			}
+			prevID = id
 		}
 		// A full slice expression: no append to a value can write into
 		// the next one. If the buffer grows mid-batch, the earlier slices
@@ -221,20 +227,20 @@ func (k *Kafka) release(bufCap int) {
 	}
 }
 
-// key is the record's key, "namespace/pod", from the cache when the
-// record has its pod's UID. The caller holds k.mu.
-func (k *Kafka) key(r *Record) []byte {
-	if r.UID == "" {
-		return []byte(r.Namespace + "/" + r.Pod)
+// key is a record's key, "namespace/pod", from the cache when the
+// identity has its pod's UID. The caller holds k.mu.
+func (k *Kafka) key(id *Identity) []byte {
+	if id.UID == "" {
+		return []byte(id.Namespace + "/" + id.Pod)
 	}
-	if key, ok := k.keys[r.UID]; ok && isKey(key, r.Namespace, r.Pod) {
+	if key, ok := k.keys[id.UID]; ok && isKey(key, id.Namespace, id.Pod) {
 		return key
 	}
 	if len(k.keys) >= maxKeys {
 		clear(k.keys)
 	}
-	key := []byte(r.Namespace + "/" + r.Pod)
-	k.keys[r.UID] = key
+	key := []byte(id.Namespace + "/" + id.Pod)
+	k.keys[id.UID] = key
 	return key
 }
 

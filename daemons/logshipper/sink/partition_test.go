@@ -87,7 +87,7 @@ func TestKafkaKeysLandInKafkasPartition(t *testing.T) {
 	var batch []Record
 	for i := range 400 {
 		pod := i / 20 % 13 // runs of 20 lines, pods coming back
-		batch = append(batch, Record{Log: fmt.Sprint(i), Namespace: "shop", Pod: fmt.Sprintf("web-%d", pod), UID: fmt.Sprintf("u%d", pod), Service: "web"})
+		batch = append(batch, Record{Log: fmt.Sprint(i), Identity: &Identity{Namespace: "shop", Pod: fmt.Sprintf("web-%d", pod), UID: fmt.Sprintf("u%d", pod), Service: "web"}})
 	}
 	for _, b := range [][]Record{batch[:150], batch[150:]} {
 		if err := k.Send(context.Background(), b); err != nil {

@@ -52,12 +52,12 @@ func benchBatch(withIdentity bool, n int) (batch []byte) {
 	pods := make([]Record, 110)
 	for i := range pods {
 		svc := fmt.Sprintf("svc-%02d", i/10)
-		pods[i] = Record{Stream: "stdout", Namespace: "bench", Pod: fmt.Sprintf("%s-7d9f8c6b5-%05d", svc, i), Container: "app",
+		pods[i] = Record{Stream: "stdout", Identity: &Identity{Namespace: "bench", Pod: fmt.Sprintf("%s-7d9f8c6b5-%05d", svc, i), Container: "app",
 			UID: fmt.Sprintf("4c1f6a2e-0b7d-4e7a-9f3c-%012d", i), Node: "bench-node", Service: svc, Env: "prod",
 			Workload: &Workload{Kind: "Deployment", Name: svc},
 			Labels: map[string]string{"app.kubernetes.io/name": svc, "app.kubernetes.io/part-of": "bench", "app.kubernetes.io/version": "1.4.2",
-				"team": "checkout", "tier": "backend", "trellis.dev/service": svc, "pod-template-hash": "7d9f8c6b5"}}
-		pods[i].SetIdentity(pods[i].AppendIdentity(nil))
+				"team": "checkout", "tier": "backend", "trellis.dev/service": svc, "pod-template-hash": "7d9f8c6b5"}}}
+		pods[i].Render()
 	}
 	ts := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	for j := range n {

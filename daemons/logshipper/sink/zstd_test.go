@@ -19,7 +19,7 @@ func TestZstdCompressorFrames(t *testing.T) {
 	}
 	var src []byte
 	for i := range 20000 {
-		r := Record{Log: "GET /api/v1/items 200", Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"}
+		r := Record{Log: "GET /api/v1/items 200", Identity: &Identity{Namespace: "shop", Pod: "web-1", Container: "app", UID: "u1"}}
 		r.Log += string(rune('a' + i%26))
 		src = r.AppendJSON(src)
 	}
