@@ -96,7 +96,7 @@ func TestGapWhenGenerationGoneBeforeRead(t *testing.T) {
 
 	lost := int64(len(strings.Join(first, "")))
 	if len(recs) != 3 || recs[0].Gap == nil || recs[1].Log != "gen1 line 0" || recs[2].Log != "gen1 line 1" {
-		t.Fatalf("shipped %+v, want the gap's marker, then the next generation's two lines", recs)
+		t.Fatalf("shipped\n%swant the gap's marker, then the next generation's two lines", recordsJSON(recs...))
 	}
 	g := *recs[0].Gap
 	g.Inode = 0
@@ -104,7 +104,7 @@ func TestGapWhenGenerationGoneBeforeRead(t *testing.T) {
 		t.Errorf("marker's gap %+v, want %+v", g, want)
 	}
 	if r := recs[0]; r.Namespace != "shop" || r.Pod != "web-1" || r.Container != "app" || r.UID != "u1" || !strings.Contains(r.Log, rotated) {
-		t.Errorf("marker %+v: want shop/web-1/app (u1), its log naming %s", r, rotated)
+		t.Errorf("marker %s: want shop/web-1/app (u1), its log naming %s", recordsJSON(r), rotated)
 	}
 	if n := testutil.ToFloat64(sh.metrics.skippedBytes.WithLabelValues("shop", "web-1", "app")); n != float64(lost) {
 		t.Errorf("skipped bytes %v, want %d", n, lost)

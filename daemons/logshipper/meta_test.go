@@ -80,7 +80,7 @@ func TestIntegrationEnrichment(t *testing.T) {
 	m.mu.Unlock()
 	if r.Service != "web" || r.Env != "prod" || r.Labels["team"] != "payments" || r.Node != "node-a" || r.UID != string(mine.UID) ||
 		r.Workload == nil || *r.Workload != (sink.Workload{Kind: "Deployment", Name: "web"}) {
-		t.Errorf("record not enriched: %+v", r)
+		t.Errorf("record not enriched: %s", recordsJSON(r))
 	}
 	// Kept ten minutes after the deletion, checked every minute.
 	poll("the expiry ticker", fc.HasWaiters)

@@ -83,6 +83,16 @@ func (m *memSink) logs() []string {
 	return out
 }
 
+// recordsJSON is recs as the sinks write them, one per line: for test
+// failures (%+v shows an identity's pointer only).
+func recordsJSON(recs ...sink.Record) string {
+	var b []byte
+	for _, r := range recs {
+		b = append(r.AppendJSON(b), '\n')
+	}
+	return string(b)
+}
+
 func criLine(stream, tag, msg string) string {
 	return fmt.Sprintf("%s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, msg)
 }
@@ -404,7 +414,7 @@ func TestCopytruncateBetweenScanAndRead(t *testing.T) {
 	for _, r := range b.records {
 		got[r.Log]++
 		if r.Malformed || r.Truncated {
-			t.Errorf("a fragment was shipped: %+v", r)
+			t.Errorf("a fragment was shipped: %s", recordsJSON(r))
 		}
 	}
 	for _, m := range want {

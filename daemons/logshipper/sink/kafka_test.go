@@ -24,6 +24,7 @@ func TestKafkaTopicPerService(t *testing.T) {
 		{Log: "b", Identity: &Identity{Namespace: "shop", Pod: "db-1", Service: "db"}},
 		{Log: "c", Identity: &Identity{Namespace: "kube-system", Pod: "dns"}},
 		{Log: "d", Identity: &Identity{Namespace: "shop", Pod: "web-1", Service: "web"}},
+		{Log: "e"}, // no identity: no service, key "/"
 	}
 	// Two sends: the second reuses the first's buffer.
 	for _, b := range [][]Record{batch[:2], batch[2:]} {
@@ -47,8 +48,9 @@ func TestKafkaTopicPerService(t *testing.T) {
 			if err := json.Unmarshal(r.Value, &rec); err != nil {
 				t.Fatal(err)
 			}
-			if string(r.Key) != rec.Namespace+"/"+rec.Pod {
-				t.Errorf("key %q for %s/%s", r.Key, rec.Namespace, rec.Pod)
+			id := rec.identity()
+			if string(r.Key) != id.Namespace+"/"+id.Pod {
+				t.Errorf("key %q for %s/%s", r.Key, id.Namespace, id.Pod)
 			}
 			got[r.Topic] = append(got[r.Topic], rec.Log)
 			n++
@@ -58,7 +60,7 @@ func TestKafkaTopicPerService(t *testing.T) {
 	for _, l := range got {
 		sort.Strings(l)
 	}
-	if len(got["logs.web"]) != 2 || got["logs.web"][0] != "a" || got["logs.web"][1] != "d" || len(got["logs.db"]) != 1 || len(got["logs.unowned"]) != 1 {
+	if len(got["logs.web"]) != 2 || got["logs.web"][0] != "a" || got["logs.web"][1] != "d" || len(got["logs.db"]) != 1 || len(got["logs.unowned"]) != 2 {
 		t.Fatalf("topics: %v", got)
 	}
 	if _, err := NewKafka(KafkaConfig{Brokers: c.ListenAddrs(), Topic: "{{.Nope"}); err == nil {
@@ -68,8 +70,9 @@ func TestKafkaTopicPerService(t *testing.T) {
 
 // TestKafkaKeysAndTopicsAcrossRuns sends runs of one pod's lines, as the
 // shipper batches them, and checks every record's key and topic: the sink
-// reuses the previous record's topic and its cached key per pod UID, and
-// must not carry either past a change of pod, UID or service.
+// reuses the previous record's topic and key while the identity stays the
+// same (keys are cached per pod UID), and must not carry either past a
+// change of pod, UID or service.
 func TestKafkaKeysAndTopicsAcrossRuns(t *testing.T) {
 	c, k := kfakeSink(t, KafkaConfig{CompressionLevel: 1})
 	web := func(log string) Record {
