@@ -133,6 +133,12 @@ bench: tools-node ## Go benchmarks (CNI ADD p50/p99 through the real plugin amon
 	$(GO) run ./bench/surge -planned 300 -factor 3
 	$(GO) run ./bench/gateway -submit-rates 50 -read-rate 1000 -workloads 10000
 
+.PHONY: bench-hotpaths
+bench-hotpaths: tools-node ## The four hot paths' benches alone (certificates, ZooKeeper, log shipper, controller; about 35 min): one Markdown row per goal, beside its anchor, in _output/bench-hotpaths
+	@command -v rsyslogd >/dev/null || [ -x /usr/sbin/rsyslogd ] || { echo "bench/logshipper compares with rsyslog (Debian package rsyslog): apt-get update && apt-get install -y kafkacat rsyslog"; exit 1; }
+	@command -v kcat >/dev/null || { echo "bench/logshipper checks Kafka with kcat (Debian package kafkacat): apt-get update && apt-get install -y kafkacat rsyslog"; exit 1; }
+	GO=$(GO) BENCH_N=$(BENCH_N) ./hack/bench-hotpaths.sh
+
 .PHONY: bench-scale
 bench-scale: tools-node tools-kwok build ## 2,500 kwok nodes, 35,000 pods: QPS by client, mutating p99, memory, etcd size
 	$(GO) run ./bench/scale -kwok $$(./hack/build-kwok.sh)
