@@ -100,6 +100,13 @@ if [[ ${1:-} == --from ]]; then
   exit 0
 fi
 
+for p in ${paths}; do
+  case ${p} in
+  certs | zk | logshipper | controller) ;;
+  *) echo "bench-hotpaths: unknown hot path ${p} (certs zk logshipper controller)" >&2; exit 2 ;;
+  esac
+done
+
 out=_output/bench-hotpaths/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "${out}"
 commit=$(git rev-parse --short HEAD)
@@ -122,7 +129,6 @@ for p in ${paths}; do
   zk) "${out}/zkregistrar" -pods 110 -flips 400 -gate both >"${out}/zk.log" 2>&1 || rc=$? ;;
   logshipper) "${out}/logshipper" -lines 2000000 >"${out}/logshipper.log" 2>&1 || rc=$? ;;
   controller) "${out}/controller" -n "${BENCH_N}" >"${out}/controller.log" 2>&1 || rc=$? ;;
-  *) echo "bench-hotpaths: unknown hot path ${p} (certs zk logshipper controller)" >&2; exit 2 ;;
   esac
   echo "${rc}" >"${out}/${p}.log.rc"
 done
